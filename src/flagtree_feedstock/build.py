@@ -1,0 +1,136 @@
+"""The main job: plan the builds of the rendered outputs, run them with py-rattler-build, publish a channel.
+
+Planning is pure (:func:`plan_builds`), so which outputs are built (the LLVM output once for the whole
+python matrix) is tested without building anything. Execution builds into a staging folder next to the
+channel folder and moves finished packages in only when every step succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._engine import require
+from .channel import index_channel, publish_packages, seed_staging, staging_dir
+from .errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
+from .render import RenderedOutput
+
+LOGGER = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildStep:
+    """One package to build, once, whatever number of variants rendered it."""
+
+    output: RenderedOutput
+    variants: int
+
+    def describe(self) -> str:
+        python = f" (python {self.output.python})" if self.output.python else ""
+        return f"{self.output.name} {self.output.version} {self.output.build_string}{python}"
+
+
+def plan_builds(outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = ()) -> list[BuildStep]:
+    """Keep render order, drop python variants not asked for, build each distinct package once."""
+    outputs = list(outputs)
+    known = sorted({o.python for o in outputs if o.python})
+    unknown = sorted(set(pythons) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"--python {', '.join(unknown)} is not in the variant file's python matrix",
+            fix=f"choose from {', '.join(known) or 'no python variants'}",
+        )
+    selected = [o for o in outputs if not pythons or o.python is None or o.python in pythons]
+    counts: dict[tuple[str, str, str], int] = {}
+    first: dict[tuple[str, str, str], RenderedOutput] = {}
+    for output in selected:
+        counts[output.key] = counts.get(output.key, 0) + 1
+        first.setdefault(output.key, output)
+    return [BuildStep(output=o, variants=counts[k]) for k, o in first.items()]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSettings:
+    """How to execute a plan."""
+
+    channel_dir: Path
+    channels: tuple[str, ...]
+    test: bool
+    keep_build: bool = False
+
+
+StepCallback = Callable[[int, int, BuildStep], None]
+
+
+def run_plan(
+    plan: Sequence[BuildStep], settings: BuildSettings, *, on_step: StepCallback | None = None
+) -> list[Path]:
+    """Build every step into a staging folder, then publish and index the channel folder.
+
+    Later steps find earlier ones (``pin_subpackage``) through the staging folder, which is also the
+    output folder: with ``skip_existing="local"`` the engine never rebuilds a package it already holds,
+    including those the channel folder held before this run.
+    """
+    rb = require("rattler_build", "py-rattler-build")
+    tool = rb.ToolConfiguration(
+        skip_existing="local",
+        test_strategy="native" if settings.test else "skip",
+        keep_build=settings.keep_build,
+    )
+    with staging_dir(settings.channel_dir) as staging:
+        seeded = seed_staging(settings.channel_dir, staging) if settings.channel_dir.is_dir() else frozenset()
+        channels = [staging.as_uri(), *settings.channels]
+        for index, step in enumerate(plan):
+            if on_step is not None:
+                on_step(index, len(plan), step)
+            LOGGER.info("building %s", step.describe())
+            _build_one(rb, step, tool=tool, staging=staging, channels=channels)
+        published = publish_packages(staging, settings.channel_dir, seeded=seeded)
+    index_channel(settings.channel_dir)
+    return published
+
+
+def _build_one(rb: Any, step: BuildStep, *, tool: Any, staging: Path, channels: list[str]) -> None:  # noqa: ANN401
+    try:
+        step.output.engine_variant.run_build(tool_config=tool, output_dir=staging, channels=channels)
+    except rb.RattlerBuildError as exc:
+        raise classify_build_error(step, str(exc), channels) from None
+
+
+def classify_build_error(
+    step: BuildStep, text: str, channels: Sequence[str]
+) -> BuildFailedError | SourceFetchError | DependencyError:
+    """Turn the engine's message into one line that names the cause and the fix."""
+    reason = text.strip().splitlines()[0] if text.strip() else "no message"
+    reason = reason.removeprefix("PyRattlerBuildError: ")
+    name = step.describe()
+    if "download" in reason.lower() or "fetch" in reason.lower():
+        urls = ", ".join(_source_urls(step.output)) or "its sources"
+        return SourceFetchError(
+            f"a source of {name} could not be fetched ({reason}): {urls}",
+            fix="build where these URLs are reachable, or check the url and sha256 in the recipe",
+        )
+    if "resolve dependencies" in reason.lower() or "solve" in reason.lower():
+        return DependencyError(
+            f"the build/host requirements of {name} could not be solved from {', '.join(channels[1:]) or 'no channel'}",
+            fix="pass --channel with a reachable channel that has them (conda-forge needs network access)",
+        )
+    return BuildFailedError(
+        f"building {name} failed: {reason}",
+        fix="read the build log above; rerun with --keep-build to inspect it",
+    )
+
+
+def _source_urls(output: RenderedOutput) -> list[str]:
+    urls: list[str] = []
+    for source in output.engine_variant.recipe.sources:
+        entry = source.to_dict()
+        found = entry.get("url") or entry.get("git")
+        if isinstance(found, list):
+            urls.extend(str(u) for u in found)
+        elif found:
+            urls.append(str(found))
+    return urls

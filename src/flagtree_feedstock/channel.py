@@ -1,0 +1,187 @@
+"""Local channel folders: stage, publish, index (py-rattler) and smoke-install from ``file://``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._engine import require
+from .errors import ChannelError, ConfigurationError
+from .platforms import PlatformName
+
+PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+
+# What a linux-aarch64 (or linux-64) machine of the supported floor offers the solver: glibc 2.17 is
+# conda-forge's `c_stdlib_version` for linux-aarch64 (conda-forge-pinning), and the archspec names the
+# CPU family. Used only when the target is not this host, where detection would describe the wrong machine.
+_TARGET_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "linux-aarch64": (
+        ("__unix", "0", "0"),
+        ("__linux", "5.10", "0"),
+        ("__glibc", "2.17", "0"),
+        ("__archspec", "1", "aarch64"),
+    ),
+    "linux-64": (
+        ("__unix", "0", "0"),
+        ("__linux", "5.10", "0"),
+        ("__glibc", "2.17", "0"),
+        ("__archspec", "1", "x86_64"),
+    ),
+}
+
+
+def _is_package(path: Path) -> bool:
+    return path.is_file() and path.name.endswith(PACKAGE_SUFFIXES)
+
+
+@contextmanager
+def staging_dir(channel_dir: Path) -> Iterator[Path]:
+    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename), always removed."""
+    parent = channel_dir.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot create {parent}: {exc.strerror}", fix="choose another --output-dir"
+        ) from None
+    path = Path(tempfile.mkdtemp(prefix=f".{channel_dir.name}-staging-", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def seed_staging(channel_dir: Path, staging: Path) -> frozenset[str]:
+    """Link the packages ``channel_dir`` already holds into ``staging`` and index it.
+
+    The engine's ``skip_existing="local"`` then skips them: an LLVM output built by an earlier run (or an
+    earlier CI job whose channel was downloaded here) is reused, not rebuilt. Returns the seeded file names.
+    """
+    seeded: set[str] = set()
+    for package in sorted(p for p in channel_dir.glob("*/*") if _is_package(p)):
+        target_dir = staging / package.parent.name
+        target_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(package, target_dir / package.name)
+        except OSError:
+            shutil.copy2(package, target_dir / package.name)
+        seeded.add(package.name)
+    if seeded:
+        index_channel(staging)
+    return frozenset(seeded)
+
+
+def publish_packages(staging: Path, channel_dir: Path, *, seeded: frozenset[str] = frozenset()) -> list[Path]:
+    """Move every new package file of ``staging/<subdir>/`` into ``channel_dir/<subdir>/`` by rename."""
+    published: list[Path] = []
+    for package in sorted(p for p in staging.glob("*/*") if _is_package(p) and p.name not in seeded):
+        target_dir = channel_dir / package.parent.name
+        target_dir.mkdir(parents=True, exist_ok=True)
+        target = target_dir / package.name
+        package.replace(target)
+        published.append(target)
+    return published
+
+
+def index_channel(channel_dir: Path) -> list[Path]:
+    """Write ``repodata.json`` for every subdir of ``channel_dir`` (py-rattler's indexer); return them."""
+    rattler_index = require("rattler.index", "py-rattler")
+    rattler_errors = require("rattler.exceptions", "py-rattler")
+    if not channel_dir.is_dir():
+        raise ConfigurationError(
+            f"channel folder {channel_dir} does not exist",
+            fix="build into it first or pass an existing folder",
+        )
+    (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
+    try:
+        asyncio.run(rattler_index.index_fs(channel_dir, write_zst=False, write_shards=False, force=True))
+    except (
+        OSError,
+        rattler_errors.IoError,
+        rattler_errors.ExtractError,
+        rattler_errors.ConversionError,
+    ) as exc:
+        raise ChannelError(
+            f"indexing {channel_dir} failed: {exc}", fix="remove the damaged package files and index again"
+        ) from None
+    return sorted(channel_dir.glob("*/repodata.json"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstalledPackage:
+    """A package a smoke install put into the scratch prefix."""
+
+    name: str
+    version: str
+    build: str
+    channel: str
+
+
+def smoke_install(
+    channel_dir: Path,
+    specs: Sequence[str],
+    *,
+    prefix: Path,
+    platform: PlatformName,
+    extra_channels: Sequence[str] = (),
+) -> list[InstalledPackage]:
+    """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``."""
+    rattler = require("rattler", "py-rattler")
+    errors = require("rattler.exceptions", "py-rattler")
+    if not (channel_dir / "noarch" / "repodata.json").is_file():
+        raise ChannelError(
+            f"{channel_dir} is not an indexed channel",
+            fix=f"run: flagtree-feedstock channel index {channel_dir}",
+        )
+    if prefix.exists() and any(prefix.iterdir()):
+        raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
+    channels = [
+        rattler.Channel(channel_dir.resolve().as_uri()),
+        *(rattler.Channel(c) for c in extra_channels),
+    ]
+    virtual = [
+        rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), b)
+        for n, v, b in _TARGET_VIRTUAL_PACKAGES[platform]
+    ]
+    try:
+        records = asyncio.run(
+            rattler.solve(channels, list(specs), platforms=[platform, "noarch"], virtual_packages=virtual)
+        )
+    except (
+        errors.SolverError,
+        errors.GatewayError,
+        errors.InvalidMatchSpecError,
+        errors.FetchRepoDataError,
+    ) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ChannelError(
+            f"cannot solve {' '.join(specs)} from {channel_dir}: {first}",
+            fix="check the package name and that its dependencies are in the channel or in --channel",
+        ) from None
+    try:
+        asyncio.run(
+            rattler.install(
+                records,
+                prefix,
+                platform=rattler.Platform(platform),
+                execute_link_scripts=False,
+                show_progress=False,
+            )
+        )
+    except (OSError, errors.InstallerError, errors.LinkError, errors.TransactionError, errors.IoError) as exc:
+        shutil.rmtree(prefix, ignore_errors=True)
+        raise ChannelError(
+            f"installing into {prefix} failed: {exc}", fix="check free disk space and the package files"
+        ) from None
+    return [
+        InstalledPackage(
+            name=r.name.normalized, version=str(r.version), build=r.build, channel=str(r.channel)
+        )
+        for r in sorted(records, key=lambda r: r.name.normalized)
+    ]

@@ -1,0 +1,249 @@
+"""Command line: ``flagtree-feedstock build`` (the main job) and ``flagtree-feedstock channel``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .errors import FeedstockError
+from .options import TOOLS, BuildOptions, from_cli
+from .platforms import DEFAULT_TARGET, PLATFORMS, check_can_build, host_platform, parse_platform
+from .render import PIN_KEYS, RenderedOutput
+
+PROG = "flagtree-feedstock"
+RENDER_SCHEMA_VERSION = "1"
+LOGGER = logging.getLogger("flagtree_feedstock")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Build and check the flagtree-cpu conda packages."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug-traceback", action="store_true", help="show tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    build = sub.add_parser("build", help="render and build the recipe into a local channel (the main job)")
+    build.add_argument("--recipe-dir", help="folder with recipe.yaml and meta.yaml [recipe]")
+    build.add_argument("--variant-config", help="variant file [conda_build_config.yaml]")
+    build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
+    build.add_argument("--build-platform", help="this host's platform, to cross-build for another target")
+    build.add_argument("--output-dir", help="the local channel folder [build_artifacts]")
+    build.add_argument(
+        "-c",
+        "--channel",
+        dest="channels",
+        action="append",
+        help="channel for dependencies (repeatable) [conda-forge]",
+    )
+    build.add_argument(
+        "--python", dest="pythons", action="append", help="build only this python variant (repeatable)"
+    )
+    build.add_argument("--tool", help=f"one of {', '.join(sorted(TOOLS))} [rattler-build]")
+    build.add_argument(
+        "--render-only", action="store_true", help="print every rendered variant, build nothing (offline)"
+    )
+    build.add_argument("--json", action="store_true", help="with --render-only: print JSON")
+    build.add_argument("--no-test", action="store_true", help="do not run the package tests")
+    build.add_argument("--keep-build", action="store_true", help="keep the engine's work folder")
+
+    channel = sub.add_parser("channel", help="index a channel folder or smoke-install from it")
+    channel_sub = channel.add_subparsers(dest="channel_command", required=True)
+    index = channel_sub.add_parser("index", help="write repodata.json for every subdir")
+    index.add_argument("channel_dir", type=Path)
+    install = channel_sub.add_parser(
+        "install", help="solve and install packages from the channel into a scratch prefix"
+    )
+    install.add_argument("channel_dir", type=Path)
+    install.add_argument("specs", nargs="+", help="match specs, e.g. flagtree-cpu")
+    install.add_argument(
+        "--prefix", type=Path, help="install here and keep it (default: a temporary prefix, removed)"
+    )
+    install.add_argument("--target-platform", default=DEFAULT_TARGET)
+    install.add_argument(
+        "-c", "--channel", dest="channels", action="append", default=[], help="extra channel (repeatable)"
+    )
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None, console: Console | None = None
+) -> int:
+    """Run the CLI and return its exit status; errors become one line on stderr."""
+    args = _parser().parse_args(argv)
+    env = os.environ if env is None else env
+    out = console or Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    _configure_logging(err)
+    try:
+        if args.command == "build":
+            return _build(args, env, out, err)
+        return _channel(args, out)
+    except FeedstockError as exc:
+        if args.debug_traceback or env.get("FLAGTREE_FEEDSTOCK_DEBUG"):
+            traceback.print_exc()
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.return_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def entrypoint() -> None:
+    sys.exit(main(sys.argv[1:]))
+
+
+def _configure_logging(err: Console) -> None:
+    if not LOGGER.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        LOGGER.addHandler(handler)
+        LOGGER.setLevel(logging.INFO)
+        LOGGER.propagate = False
+    del err
+
+
+def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
+    from .render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
+
+    options = from_cli(vars(args), env)
+    err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
+    outputs = render(
+        options.recipe_dir / "recipe.yaml",
+        options.variant_config,
+        target=options.target_platform,
+        build=options.build_platform,
+    )
+    if args.render_only:
+        _print_rendered(outputs, out, as_json=args.json)
+        return 0
+    build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
+    if options.tool == "rattler-build":
+        published = _build_rattler(options, outputs, err)
+    else:
+        from .conda_build import CondaBuildRequest  # noqa: PLC0415
+        from .conda_build import build as conda_build  # noqa: PLC0415
+
+        del build_platform
+        published = conda_build(
+            CondaBuildRequest(
+                tool=options.tool,
+                recipe_dir=options.recipe_dir,
+                variant_file=options.variant_config,
+                channel_dir=options.output_dir,
+                channels=options.channels,
+                target=options.target_platform,
+                pythons=options.pythons,
+                test=options.test,
+            )
+        )
+    channel_uri = options.output_dir.resolve().as_uri()
+    out.print(f"built {len(published)} package(s) into {options.output_dir}:")
+    for path in published:
+        out.print(f"  {path}")
+    out.print(f"install with:\n  conda install -c {channel_uri} -c conda-forge flagtree-cpu")
+    return 0
+
+
+def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Console) -> list[Path]:
+    from .build import BuildSettings, BuildStep, plan_builds, run_plan  # noqa: PLC0415
+
+    plan = plan_builds(outputs, pythons=options.pythons)
+    settings = BuildSettings(
+        channel_dir=options.output_dir,
+        channels=options.channels,
+        test=options.test,
+        keep_build=options.keep_build,
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("building", total=len(plan))
+
+        def on_step(index: int, total: int, step: BuildStep) -> None:
+            progress.update(task, completed=index, total=total, description=f"building {step.describe()}")
+
+        published = run_plan(plan, settings, on_step=on_step)
+        progress.update(task, completed=len(plan), description="built")
+    return published
+
+
+def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: bool) -> None:
+    if as_json:
+        document = {
+            "version": RENDER_SCHEMA_VERSION,
+            "outputs": [
+                {
+                    "name": o.name,
+                    "version": o.version,
+                    "build_string": o.build_string,
+                    "python": o.python,
+                    "pins": dict(o.pins),
+                    "variant": dict(o.variant),
+                }
+                for o in outputs
+            ],
+        }
+        out.print_json(json.dumps(document))
+        return
+    table = Table(title="rendered variants")
+    for column in (
+        "output",
+        "version",
+        "build string",
+        "python",
+        *(k.removesuffix("_commit") for k in PIN_KEYS),
+    ):
+        table.add_column(column, overflow="fold")
+    for o in outputs:
+        table.add_row(
+            o.name, o.version, o.build_string, o.python or "-", *(o.pins.get(k, "-") for k in PIN_KEYS)
+        )
+    out.print(table)
+
+
+def _channel(args: argparse.Namespace, out: Console) -> int:
+    from .channel import index_channel, smoke_install  # noqa: PLC0415
+
+    if args.channel_command == "index":
+        for repodata in index_channel(args.channel_dir):
+            out.print(f"indexed {repodata}")
+        return 0
+    platform = parse_platform(args.target_platform, option="--target-platform")
+    if args.prefix is not None:
+        installed = smoke_install(
+            args.channel_dir, args.specs, prefix=args.prefix, platform=platform, extra_channels=args.channels
+        )
+    else:
+        with tempfile.TemporaryDirectory(prefix="flagtree-smoke-") as scratch:
+            installed = smoke_install(
+                args.channel_dir,
+                args.specs,
+                prefix=Path(scratch) / "prefix",
+                platform=platform,
+                extra_channels=args.channels,
+            )
+    table = Table(title=f"installed from {args.channel_dir}")
+    for column in ("name", "version", "build", "channel"):
+        table.add_column(column)
+    for pkg in installed:
+        table.add_row(pkg.name, pkg.version, pkg.build, pkg.channel)
+    out.print(table)
+    return 0

@@ -1,0 +1,80 @@
+"""``--tool conda-build`` / ``--tool boa``: build ``recipe/meta.yaml`` with conda-build or boa's mambabuild."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, get_args
+
+from . import _subprocess
+from .channel import index_channel, publish_packages, seed_staging, staging_dir
+from .errors import ConfigurationError
+from .platforms import PlatformName
+
+CondaTool = Literal["conda-build", "boa"]
+CONDA_TOOLS: frozenset[str] = frozenset(get_args(CondaTool))
+
+# The executable each tool installs, and the conda subcommand that runs it.
+_EXECUTABLES: dict[CondaTool, tuple[str, str]] = {
+    "conda-build": ("conda-build", "build"),
+    "boa": ("conda-mambabuild", "mambabuild"),
+}
+_INSTALL_HINTS: dict[CondaTool, str] = {
+    "conda-build": "conda install -n base conda-build, or use the default --tool rattler-build",
+    "boa": "conda install -n base boa, or use the default --tool rattler-build",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CondaBuildRequest:
+    """What to build with conda-build/boa."""
+
+    tool: CondaTool
+    recipe_dir: Path
+    variant_file: Path
+    channel_dir: Path
+    channels: tuple[str, ...]
+    target: PlatformName
+    pythons: tuple[str, ...] = ()
+    test: bool = True
+
+
+def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
+    """The ``conda build``/``conda mambabuild`` command line for ``request``."""
+    if not (request.recipe_dir / "meta.yaml").is_file():
+        raise ConfigurationError(
+            f"{request.recipe_dir} has no meta.yaml", fix="pass --recipe-dir holding meta.yaml"
+        )
+    executable, subcommand = _EXECUTABLES[request.tool]
+    _subprocess.which(executable, install_hint=_INSTALL_HINTS[request.tool])
+    conda = _subprocess.which("conda", install_hint=_INSTALL_HINTS[request.tool])
+    argv = [conda, subcommand, str(request.recipe_dir), "-m", str(request.variant_file)]
+    argv += ["--output-folder", str(output_folder), "-c", output_folder.as_uri()]
+    for channel in request.channels:
+        argv += ["-c", channel]
+    for python in request.pythons:  # conda-build's --python appends one variant value per use
+        argv += ["--python", python]
+    if not request.test:
+        argv.append("--no-test")
+    return argv
+
+
+def environment(request: CondaBuildRequest, base: Mapping[str, str]) -> dict[str, str]:
+    """conda-build takes the target subdir from ``CONDA_SUBDIR`` (and so does ``conda-build --check``)."""
+    env = dict(base)
+    env["CONDA_SUBDIR"] = request.target
+    return env
+
+
+def build(request: CondaBuildRequest, *, base_env: Mapping[str, str] | None = None) -> list[Path]:
+    """Run conda-build/boa into a staging folder and publish + index the channel folder on success."""
+    with staging_dir(request.channel_dir) as staging:
+        seeded = seed_staging(request.channel_dir, staging) if request.channel_dir.is_dir() else frozenset()
+        _subprocess.run(
+            command(request, output_folder=staging), env=environment(request, base_env or os.environ)
+        )
+        published = publish_packages(staging, request.channel_dir, seeded=seeded)
+    index_channel(request.channel_dir)
+    return published
