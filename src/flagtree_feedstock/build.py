@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._engine import require
-from .channel import index_channel, publish_packages, seed_staging, staging_dir
+from .channel import check_local_channels, index_channel, publish_packages, seed_staging, staging_dir
 from .errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
 from .render import RenderedOutput
 
@@ -75,6 +75,7 @@ def run_plan(
     including those the channel folder held before this run.
     """
     rb = require("rattler_build", "py-rattler-build")
+    check_local_channels(settings.channels)
     tool = rb.ToolConfiguration(
         skip_existing="local",
         test_strategy="native" if settings.test else "skip",
@@ -86,7 +87,7 @@ def run_plan(
         for index, step in enumerate(plan):
             if on_step is not None:
                 on_step(index, len(plan), step)
-            LOGGER.info("building %s", step.describe())
+            LOGGER.debug("building %s", step.describe())
             _build_one(rb, step, tool=tool, staging=staging, channels=channels)
         published = publish_packages(staging, settings.channel_dir, seeded=seeded)
     index_channel(settings.channel_dir)

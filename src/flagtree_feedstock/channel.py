@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from ._engine import require
 from .errors import ChannelError, ConfigurationError
@@ -38,6 +39,19 @@ _TARGET_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
 
 def _is_package(path: Path) -> bool:
     return path.is_file() and path.name.endswith(PACKAGE_SUFFIXES)
+
+
+def check_local_channels(channels: Sequence[str]) -> None:
+    """Fail early, naming the channel, when a ``file://`` channel is not an indexed channel folder."""
+    for channel in channels:
+        if not channel.startswith("file://"):
+            continue
+        folder = Path(unquote(urlparse(channel).path))
+        if not (folder / "noarch" / "repodata.json").is_file():
+            raise ConfigurationError(
+                f"channel {channel} is not an indexed channel folder (no noarch/repodata.json)",
+                fix=f"run: flagtree-feedstock channel index {folder}",
+            )
 
 
 @contextmanager
@@ -84,6 +98,7 @@ def publish_packages(staging: Path, channel_dir: Path, *, seeded: frozenset[str]
         target_dir = channel_dir / package.parent.name
         target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / package.name
+        package.chmod(0o644)  # the engine writes 0600 files; a channel is read by others
         package.replace(target)
         published.append(target)
     return published
@@ -110,6 +125,9 @@ def index_channel(channel_dir: Path) -> list[Path]:
         raise ChannelError(
             f"indexing {channel_dir} failed: {exc}", fix="remove the damaged package files and index again"
         ) from None
+    leftover = channel_dir / ".tmp"  # py-rattler's indexer leaves its empty scratch folder behind
+    if leftover.is_dir() and not any(leftover.iterdir()):
+        leftover.rmdir()
     return sorted(channel_dir.glob("*/repodata.json"))
 
 
@@ -146,7 +164,7 @@ def smoke_install(
         *(rattler.Channel(c) for c in extra_channels),
     ]
     virtual = [
-        rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), b)
+        rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString(b))
         for n, v, b in _TARGET_VIRTUAL_PACKAGES[platform]
     ]
     try:
@@ -169,7 +187,7 @@ def smoke_install(
             rattler.install(
                 records,
                 prefix,
-                platform=rattler.Platform(platform),
+                platform=rattler.Subdir(platform),
                 execute_link_scripts=False,
                 show_progress=False,
             )
@@ -181,7 +199,7 @@ def smoke_install(
         ) from None
     return [
         InstalledPackage(
-            name=r.name.normalized, version=str(r.version), build=r.build, channel=str(r.channel)
+            name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
         )
         for r in sorted(records, key=lambda r: r.name.normalized)
     ]

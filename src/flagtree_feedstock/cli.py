@@ -17,12 +17,15 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__
+from .build import plan_builds
+from .channel import PACKAGE_SUFFIXES
 from .errors import FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
 
 PROG = "flagtree-feedstock"
+INSTALL_TARGET = "flagtree-cpu"
 RENDER_SCHEMA_VERSION = "1"
 LOGGER = logging.getLogger("flagtree_feedstock")
 
@@ -149,16 +152,28 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
                 test=options.test,
             )
         )
-    channel_uri = options.output_dir.resolve().as_uri()
-    out.print(f"built {len(published)} package(s) into {options.output_dir}:")
-    for path in published:
-        out.print(f"  {path}")
-    out.print(f"install with:\n  conda install -c {channel_uri} -c conda-forge flagtree-cpu")
+    out.print(install_hint(options.output_dir, published))
     return 0
 
 
+def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
+    """What was built and the ``conda install`` line that uses the channel folder."""
+    if published:
+        lines = [f"built {len(published)} package(s) into {channel_dir}:", *(f"  {p}" for p in published)]
+    else:
+        lines = [f"nothing new: every planned package was already in {channel_dir}"]
+    names = sorted(
+        {p.name.rsplit("-", 2)[0] for p in channel_dir.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)}
+    )
+    wanted = [INSTALL_TARGET] if INSTALL_TARGET in names else names
+    lines.append(
+        f"install with:\n  conda install -c {channel_dir.resolve().as_uri()} -c conda-forge {' '.join(wanted)}"
+    )
+    return "\n".join(lines)
+
+
 def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Console) -> list[Path]:
-    from .build import BuildSettings, BuildStep, plan_builds, run_plan  # noqa: PLC0415
+    from .build import BuildSettings, BuildStep, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs, pythons=options.pythons)
     settings = BuildSettings(
@@ -203,7 +218,7 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
         }
         out.print_json(json.dumps(document))
         return
-    table = Table(title="rendered variants")
+    table = Table(title="rendered variants (pins shortened to 12 characters; --json shows them whole)")
     for column in (
         "output",
         "version",
@@ -211,12 +226,21 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
         "python",
         *(k.removesuffix("_commit") for k in PIN_KEYS),
     ):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=True)
     for o in outputs:
-        table.add_row(
-            o.name, o.version, o.build_string, o.python or "-", *(o.pins.get(k, "-") for k in PIN_KEYS)
-        )
+        pins = (o.pins[k][:12] if k in o.pins else "-" for k in PIN_KEYS)
+        table.add_row(o.name, o.version, o.build_string, o.python or "-", *pins)
     out.print(table)
+    plan = plan_builds(outputs)
+    shared = [
+        f"{s.output.name} {s.output.build_string} (shared by {s.variants} variants)"
+        for s in plan
+        if s.variants > 1
+    ]
+    out.print(
+        f"{len(outputs)} rendered outputs -> {len(plan)} packages to build"
+        + (f"; {', '.join(shared)}" if shared else "")
+    )
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:

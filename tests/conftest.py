@@ -1,0 +1,34 @@
+"""Shared fixtures: no test reaches the network, and toy recipes build into tmp folders."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rattler.index import index_fs
+
+# Dead end for any HTTP client that honours proxies (rattler's does): nothing listens on port 9.
+DEAD_PROXY = "http://127.0.0.1:9"
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Send every proxied request to a closed loopback port, so a network attempt fails at once."""
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, DEAD_PROXY)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    yield
+
+
+@pytest.fixture
+def empty_channel(tmp_path: Path) -> Path:
+    """An indexed channel folder with no packages: a stand-in for conda-forge that needs no network."""
+    channel = tmp_path / "empty-channel"
+    (channel / "noarch").mkdir(parents=True)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
+    return channel

@@ -1,0 +1,100 @@
+"""Planning is pure: which packages a matrix builds is decided without the engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from flagtree_feedstock.build import BuildStep, classify_build_error, plan_builds
+from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
+from flagtree_feedstock.render import RenderedOutput
+
+
+class _Source:
+    def __init__(self, entry: dict[str, str]) -> None:
+        self._entry = entry
+
+    def to_dict(self) -> dict[str, str]:
+        return self._entry
+
+
+class _Recipe:
+    def __init__(self, sources: list[_Source]) -> None:
+        self.sources = sources
+
+
+class _EngineVariant:
+    def __init__(self, sources: list[_Source]) -> None:
+        self.recipe = _Recipe(sources)
+
+
+def _output(
+    name: str, build: str, python: str | None, sources: list[_Source] | None = None
+) -> RenderedOutput:
+    return RenderedOutput(
+        name=name,
+        version="1.0",
+        build_string=build,
+        python=python,
+        pins={},
+        variant={"python": python} if python else {},
+        engine_variant=_EngineVariant(sources or []),
+    )
+
+
+MATRIX = [
+    o
+    for py, h in (("3.10", "a"), ("3.11", "b"), ("3.12", "c"), ("3.13", "d"))
+    for o in (
+        _output("flagtree-llvm", "h0_0", None),
+        _output("flagtree-cpu", f"py{py.replace('.', '')}h{h}_0", py),
+    )
+]
+
+
+def test_the_python_independent_output_is_built_once() -> None:
+    plan = plan_builds(MATRIX)
+    assert [s.output.name for s in plan] == ["flagtree-llvm"] + ["flagtree-cpu"] * 4
+    assert plan[0].variants == 4
+    assert all(s.variants == 1 for s in plan[1:])
+
+
+def test_python_selection_keeps_the_shared_output() -> None:
+    plan = plan_builds(MATRIX, pythons=["3.12"])
+    assert [(s.output.name, s.output.python) for s in plan] == [
+        ("flagtree-llvm", None),
+        ("flagtree-cpu", "3.12"),
+    ]
+
+
+def test_unknown_python_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"--python 3\.9 is not in the variant file's python matrix"):
+        plan_builds(MATRIX, pythons=["3.9"])
+
+
+def _step() -> BuildStep:
+    source = _Source({"url": "https://example.invalid/llvm.tar.gz", "sha256": "0" * 64})
+    return BuildStep(output=_output("flagtree-llvm", "h0_0", None, [source]), variants=1)
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "needle"),
+    [
+        (
+            "PyRattlerBuildError: Failed to download from URL: Request failed",
+            SourceFetchError,
+            "example.invalid/llvm.tar.gz",
+        ),
+        (
+            "PyRattlerBuildError: Failed to resolve dependencies",
+            DependencyError,
+            "could not be solved from conda-forge",
+        ),
+        ("PyRattlerBuildError: Script failed with status 2", BuildFailedError, "Script failed with status 2"),
+    ],
+)
+def test_engine_errors_become_one_actionable_line(message: str, kind: type, needle: str) -> None:
+    error = classify_build_error(_step(), message, ["file:///staging", "conda-forge"])
+    assert type(error) is kind
+    assert needle in str(error)
+    assert "\n" not in str(error)
+    assert error.fix

@@ -1,0 +1,234 @@
+"""The main job end to end on toy recipes: real py-rattler-build renders and builds, offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flagtree_feedstock import _engine
+from flagtree_feedstock.cli import main
+from flagtree_feedstock.errors import ToolMissingError
+
+RECIPES = Path(__file__).resolve().parent / "recipes"
+
+
+def _args(recipe: str, out: Path, *extra: str) -> list[str]:
+    folder = RECIPES / recipe
+    return [
+        "build",
+        "--recipe-dir",
+        str(folder),
+        "--variant-config",
+        str(folder / "conda_build_config.yaml"),
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
+
+
+def _native(channel: Path) -> list[str]:
+    # This machine is linux-64; the toy recipes build natively for it against a local empty channel.
+    return ["--target-platform", "linux-64", "--channel", channel.as_uri(), "--no-test"]
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def _leftovers(out: Path) -> list[str]:
+    """Anything in the channel folder, and any staging folder left beside it."""
+    inside = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
+    staging = sorted(p.name for p in out.parent.glob(f".{out.name}-staging-*"))
+    return inside + staging
+
+
+def test_render_only_lists_every_variant_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "channel"
+    assert main(_args("toy-multi", out, "--render-only")) == 0
+    stdout = capsys.readouterr().out
+    assert stdout.count("toy-llvm") == 4 + 1  # four variant rows, plus the summary line
+    for python in ("3.10", "3.11", "3.12", "3.13"):
+        assert f"py{python.replace('.', '')}h" in stdout
+    assert "8 rendered outputs -> 5 packages to build; toy-llvm" in stdout
+    assert not out.exists()
+
+
+def test_render_only_json_is_versioned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_args("toy-multi", tmp_path / "channel", "--render-only", "--json")) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["version"] == "1"
+    llvm = {o["build_string"] for o in document["outputs"] if o["name"] == "toy-llvm"}
+    pythons = [o["python"] for o in document["outputs"] if o["name"] == "toy-py"]
+    assert len(llvm) == 1
+    assert pythons == ["3.10", "3.11", "3.12", "3.13"]
+
+
+def test_build_makes_the_shared_output_once_and_indexes_the_channel(
+    tmp_path: Path, empty_channel: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("TOY_BUILD_LOG", str(log))
+    out = tmp_path / "channel"
+    assert main(_args("toy-multi", out, *_native(empty_channel))) == 0
+    assert log.read_text().splitlines() == [
+        "toy-llvm",
+        "toy-py 3.10",
+        "toy-py 3.11",
+        "toy-py 3.12",
+        "toy-py 3.13",
+    ]
+    packages = sorted(p.name for p in (out / "linux-64").glob("*.conda"))
+    assert len(packages) == 5
+    assert sum(name.startswith("toy-llvm-") for name in packages) == 1
+    repodata = json.loads((out / "linux-64" / "repodata.json").read_text())
+    assert sorted(repodata["packages.conda"]) == packages
+    assert (out / "noarch" / "repodata.json").is_file()
+    stdout = capsys.readouterr().out
+    assert f"conda install -c {out.as_uri()} -c conda-forge toy-llvm toy-py" in stdout
+    assert _leftovers(out) == sorted(
+        [
+            "linux-64",
+            "noarch",
+            "linux-64/repodata.json",
+            "noarch/repodata.json",
+            *(f"linux-64/{p}" for p in packages),
+        ]
+    )
+
+
+def test_a_second_run_reuses_what_the_channel_holds(
+    tmp_path: Path, empty_channel: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("TOY_BUILD_LOG", str(log))
+    out = tmp_path / "channel"
+    assert main(_args("toy-multi", out, *_native(empty_channel), "--python", "3.11")) == 0
+    assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.11"]
+    capsys.readouterr()
+    # A later run (another CI job with this channel downloaded, say) builds only the missing python.
+    assert main(_args("toy-multi", out, *_native(empty_channel), "--python", "3.11", "--python", "3.13")) == 0
+    assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.11", "toy-py 3.13"]
+    assert "built 1 package(s)" in capsys.readouterr().out
+
+
+def test_bad_variant_file_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(_args("bad-variants", out, "--render-only")) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "bad-variants/conda_build_config.yaml is not a valid conda_build_config.yaml" in line
+    assert line.endswith("(fix: correct the YAML (every key maps to a list of values))")
+    assert _leftovers(out) == []
+
+
+def test_missing_variant_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _args("toy-multi", tmp_path / "channel", "--render-only")
+    args[args.index("--variant-config") + 1] = str(tmp_path / "nope.yaml")
+    assert main(args) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"flagtree-feedstock: error: variant file {tmp_path / 'nope.yaml'} does not exist "
+        "(fix: pass --variant-config PATH to a conda_build_config.yaml)"
+    )
+
+
+def test_bad_recipe_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_args("bad-recipe", tmp_path / "channel", "--render-only")) == 2
+    assert "does not render for linux-aarch64: missing required field 'version'" in _error_line(
+        capsys.readouterr().err
+    )
+
+
+def test_unfetchable_source_names_the_url_and_leaves_nothing(
+    tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(_args("bad-source", out, *_native(empty_channel))) == 6
+    line = _error_line(capsys.readouterr().err)
+    assert "a source of toy-bad-source 1.0" in line
+    assert "http://127.0.0.1:9/toy-bad-source-1.0.tar.gz" in line
+    assert _leftovers(out) == []
+
+
+def test_failing_script_publishes_nothing_from_the_run(
+    tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(_args("bad-script", out, *_native(empty_channel))) == 8
+    line = _error_line(capsys.readouterr().err)
+    assert "building toy-fails 1.0" in line
+    assert "rerun with --keep-build" in line
+    assert _leftovers(out) == []  # toy-good-first was built, but the run failed: it is not published
+
+
+def test_host_that_cannot_build_the_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
+    out = tmp_path / "channel"
+    assert main(_args("toy-multi", out, "--target-platform", "linux-aarch64")) == 5
+    assert _error_line(capsys.readouterr().err) == (
+        "flagtree-feedstock: error: this host is linux-64 and cannot build linux-aarch64 natively "
+        "(fix: run on a linux-aarch64 machine, or pass --build-platform linux-64 for a cross build)"
+    )
+    assert _leftovers(out) == []
+
+
+def test_unindexed_local_channel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    out = tmp_path / "channel"
+    assert main(_args("toy-multi", out, "--target-platform", "linux-64", "--channel", bare.as_uri())) == 2
+    assert f"channel {bare.as_uri()} is not an indexed channel folder" in _error_line(capsys.readouterr().err)
+    assert _leftovers(out) == []
+
+
+def test_missing_engine_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing(module: str, distribution: str) -> None:
+        raise ToolMissingError(
+            f"{distribution} is not installed", fix="pip install 'flagtree-feedstock[build]'"
+        )
+
+    monkeypatch.setattr(_engine, "require", missing)
+    monkeypatch.setattr("flagtree_feedstock.render.require", missing)
+    assert main(_args("toy-multi", tmp_path / "channel", "--render-only")) == 4
+    assert _error_line(capsys.readouterr().err) == (
+        "flagtree-feedstock: error: py-rattler-build is not installed (fix: pip install 'flagtree-feedstock[build]')"
+    )
+
+
+def test_conda_build_tool_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no conda, no conda-build on this PATH
+    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "meta.yaml").write_text("package: {name: toy, version: '1.0'}\n")
+    (recipe / "recipe.yaml").write_text((RECIPES / "toy-multi" / "recipe.yaml").read_text())
+    out = tmp_path / "channel"
+    args = [
+        "build",
+        "--recipe-dir",
+        str(recipe),
+        "--variant-config",
+        str(RECIPES / "toy-multi" / "conda_build_config.yaml"),
+        "--output-dir",
+        str(out),
+        "--target-platform",
+        "linux-64",
+        "--tool",
+        "conda-build",
+    ]
+    assert main(args) == 4
+    assert _error_line(capsys.readouterr().err) == (
+        "flagtree-feedstock: error: conda-build is not on PATH "
+        "(fix: conda install -n base conda-build, or use the default --tool rattler-build)"
+    )
+    assert _leftovers(out) == []

@@ -1,0 +1,99 @@
+"""`--tool conda-build` / `--tool boa`: the command line and environment handed to conda."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flagtree_feedstock import conda_build
+from flagtree_feedstock.conda_build import CondaBuildRequest
+from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
+
+
+def _request(tmp_path: Path, tool: str = "conda-build", **extra: object) -> CondaBuildRequest:
+    recipe = tmp_path / "recipe"
+    recipe.mkdir(exist_ok=True)
+    (recipe / "meta.yaml").write_text("package: {name: toy, version: '1.0'}\n")
+    return CondaBuildRequest(
+        tool=tool,  # type: ignore[arg-type]
+        recipe_dir=recipe,
+        variant_file=tmp_path / "conda_build_config.yaml",
+        channel_dir=tmp_path / "channel",
+        channels=("conda-forge",),
+        target="linux-aarch64",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Executables named conda, conda-build and conda-mambabuild that do nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("conda", "conda-build", "conda-mambabuild"):
+        tool = bin_dir / name
+        tool.write_text("#!/bin/sh\nexit 0\n")
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    return bin_dir
+
+
+@pytest.mark.parametrize(("tool", "subcommand"), [("conda-build", "build"), ("boa", "mambabuild")])
+def test_command_line(tmp_path: Path, fake_tools: Path, tool: str, subcommand: str) -> None:
+    request = _request(tmp_path, tool, pythons=("3.11", "3.12"), test=False)
+    staging = tmp_path / "staging"
+    argv = conda_build.command(request, output_folder=staging)
+    assert argv == [
+        str(fake_tools / "conda"),
+        subcommand,
+        str(request.recipe_dir),
+        "-m",
+        str(request.variant_file),
+        "--output-folder",
+        str(staging),
+        "-c",
+        staging.as_uri(),
+        "-c",
+        "conda-forge",
+        "--python",
+        "3.11",
+        "--python",
+        "3.12",
+        "--no-test",
+    ]
+
+
+def test_target_subdir_goes_through_conda_subdir(tmp_path: Path) -> None:
+    env = conda_build.environment(_request(tmp_path), {"PATH": "/bin", "CONDA_SUBDIR": "linux-64"})
+    assert env == {"PATH": "/bin", "CONDA_SUBDIR": "linux-aarch64"}
+
+
+def test_recipe_dir_without_meta_yaml(tmp_path: Path, fake_tools: Path) -> None:
+    request = _request(tmp_path)
+    (request.recipe_dir / "meta.yaml").unlink()
+    with pytest.raises(ConfigurationError, match=r"has no meta\.yaml"):
+        conda_build.command(request, output_folder=tmp_path)
+
+
+def test_failing_conda_build_publishes_nothing(tmp_path: Path, fake_tools: Path) -> None:
+    (fake_tools / "conda").write_text(
+        '#!/bin/sh\nmkdir -p "$6/noarch" && : > "$6/noarch/half.conda"\nexit 1\n'
+    )
+    request = _request(tmp_path)
+    with pytest.raises(BuildFailedError, match="conda exited with status 1"):
+        conda_build.build(request)
+    assert not request.channel_dir.exists()
+    assert list(tmp_path.glob(".channel-staging-*")) == []
+
+
+@pytest.mark.conda_build
+@pytest.mark.skipif(
+    shutil.which("conda-build") is None, reason="conda-build is not installed here (tier conda_build)"
+)
+def test_real_conda_build_knows_the_flags_we_pass() -> None:
+    usage = subprocess.run(["conda-build", "--help"], capture_output=True, text=True, check=True).stdout
+    for flag in ("--output-folder", "--python", "--no-test", "-m"):
+        assert flag in usage
