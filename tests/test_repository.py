@@ -1,0 +1,61 @@
+"""The repository's own contracts: the README's commands, .ci/run, the example environment, code quality."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bash_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", markdown, flags=re.DOTALL)
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    test_block = next(b for b in _bash_blocks(readme) if "pytest" in b)
+    command = test_block.strip()
+    assert "\n" not in command
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert ci_lines[-1] == command
+
+
+def test_readme_main_job_commands_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in _bash_blocks(readme) if "flagtree-feedstock build" in b)
+    assert 'pip install ".[build]"' in block
+    assert "flagtree-feedstock build --render-only" in block
+
+
+def test_example_environment_installs_the_package() -> None:
+    env = yaml.safe_load((ROOT / "examples" / "environment.yml").read_text())
+    assert env["channels"][-1] == "conda-forge"
+    assert "flagtree-cpu" in env["dependencies"]
+
+
+def test_ruff_and_mypy_are_clean() -> None:
+    ruff = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--output-format", "concise", "src", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+    fmt = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "src", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    mypy = subprocess.run(
+        [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert mypy.returncode == 0, mypy.stdout + mypy.stderr
