@@ -71,6 +71,13 @@ def test_unknown_python_is_a_configuration_error() -> None:
         plan_builds(MATRIX, pythons=["3.9"])
 
 
+def test_output_selection() -> None:
+    plan = plan_builds(MATRIX, names=["flagtree-llvm"])
+    assert [(s.output.name, s.variants) for s in plan] == [("flagtree-llvm", 4)]
+    with pytest.raises(ConfigurationError, match="--output flagtree is not an output of the recipe"):
+        plan_builds(MATRIX, names=["flagtree"])
+
+
 def _step() -> BuildStep:
     source = _Source({"url": "https://example.invalid/llvm.tar.gz", "sha256": "0" * 64})
     return BuildStep(output=_output("flagtree-llvm", "h0_0", None, [source]), variants=1)

@@ -115,6 +115,20 @@ def test_a_second_run_reuses_what_the_channel_holds(
     assert "built 1 package(s)" in capsys.readouterr().out
 
 
+def test_outputs_build_in_separate_runs_like_ci_jobs(
+    tmp_path: Path, empty_channel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("TOY_BUILD_LOG", str(log))
+    out = tmp_path / "channel"
+    assert main(_args("toy-multi", out, *_native(empty_channel), "--output", "toy-llvm")) == 0
+    assert log.read_text().splitlines() == ["toy-llvm"]
+    assert (
+        main(_args("toy-multi", out, *_native(empty_channel), "--output", "toy-py", "--python", "3.12")) == 0
+    )
+    assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.12"]
+
+
 def test_bad_variant_file_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -33,9 +33,18 @@ class BuildStep:
         return f"{self.output.name} {self.output.version} {self.output.build_string}{python}"
 
 
-def plan_builds(outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = ()) -> list[BuildStep]:
-    """Keep render order, drop python variants not asked for, build each distinct package once."""
+def plan_builds(
+    outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
+) -> list[BuildStep]:
+    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
     outputs = list(outputs)
+    all_names = sorted({o.name for o in outputs})
+    missing = sorted(set(names) - set(all_names))
+    if missing:
+        raise ConfigurationError(
+            f"--output {', '.join(missing)} is not an output of the recipe",
+            fix=f"choose from {', '.join(all_names)}",
+        )
     known = sorted({o.python for o in outputs if o.python})
     unknown = sorted(set(pythons) - set(known))
     if unknown:
@@ -43,7 +52,11 @@ def plan_builds(outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (
             f"--python {', '.join(unknown)} is not in the variant file's python matrix",
             fix=f"choose from {', '.join(known) or 'no python variants'}",
         )
-    selected = [o for o in outputs if not pythons or o.python is None or o.python in pythons]
+    selected = [
+        o
+        for o in outputs
+        if (not pythons or o.python is None or o.python in pythons) and (not names or o.name in names)
+    ]
     counts: dict[tuple[str, str, str], int] = {}
     first: dict[tuple[str, str, str], RenderedOutput] = {}
     for output in selected:

@@ -19,7 +19,7 @@ from rich.table import Table
 from . import __version__
 from .build import plan_builds
 from .channel import PACKAGE_SUFFIXES
-from .errors import FeedstockError
+from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument(
         "--python", dest="pythons", action="append", help="build only this python variant (repeatable)"
+    )
+    build.add_argument(
+        "--output",
+        dest="outputs",
+        action="append",
+        help="build only this output (repeatable); its pins must be in the channels",
     )
     build.add_argument("--tool", help=f"one of {', '.join(sorted(TOOLS))} [rattler-build]")
     build.add_argument(
@@ -140,6 +146,10 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         from .conda_build import build as conda_build  # noqa: PLC0415
 
         del build_platform
+        if options.outputs:
+            raise ConfigurationError(
+                f"--output works only with --tool rattler-build, not {options.tool}", fix="drop --output"
+            )
         published = conda_build(
             CondaBuildRequest(
                 tool=options.tool,
@@ -175,7 +185,7 @@ def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
 def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Console) -> list[Path]:
     from .build import BuildSettings, BuildStep, run_plan  # noqa: PLC0415
 
-    plan = plan_builds(outputs, pythons=options.pythons)
+    plan = plan_builds(outputs, pythons=options.pythons, names=options.outputs)
     settings = BuildSettings(
         channel_dir=options.output_dir,
         channels=options.channels,

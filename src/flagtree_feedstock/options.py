@@ -26,6 +26,7 @@ class BuildOptions:
     output_dir: Path = Path("build_artifacts")
     channels: tuple[str, ...] = ("conda-forge",)
     pythons: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
     tool: Tool = "rattler-build"
     test: bool = True
     keep_build: bool = False
@@ -75,6 +76,7 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         output_dir=Path(str(pick("output_dir") or default.output_dir)),
         channels=_as_tuple(channels) or default.channels,
         pythons=_as_tuple(pythons),
+        outputs=_as_tuple(pick("outputs")),
         tool=_parse_tool(str(tool)) if tool else default.tool,
         test=not values.get("no_test"),
         keep_build=bool(values.get("keep_build")),
