@@ -10,7 +10,10 @@ die() {
 }
 
 cd "${SRC_DIR}"
-cpu_src="${SRC_DIR}/flagtree-cpu"
+# flagtree-cpu sits inside FlagTree's third_party/ (not at third_party/triton-cpu: the link script makes
+# that a symlink and refuses a real folder there).
+cpu_rel="third_party/flagtree-cpu"
+cpu_src="${SRC_DIR}/${cpu_rel}"
 sleef_src="${SRC_DIR}/sleef"
 # Scratch space of this build, all inside the work folder.
 scratch="${SRC_DIR}/_flagtree_build"
@@ -20,7 +23,7 @@ mkdir -p "${scratch}"
 [[ -f python/setup.py && -f python/scripts/link_flagtree_cpu.sh ]] || die "SRC_DIR is not a FlagTree tree"
 [[ -f "${cpu_src}/third_party/cpu/CMakeLists.txt" ]] || die "no flagtree-cpu source at ${cpu_src}"
 [[ -f "${sleef_src}/CMakeLists.txt" ]] || die "no sleef source at ${sleef_src}"
-for licence in LICENSE flagtree-cpu/LICENSE sleef/LICENSE.txt; do
+for licence in LICENSE "${cpu_rel}/LICENSE" sleef/LICENSE.txt; do
   [[ -f "${licence}" ]] || die "licence file ${licence} (about.license_file) is missing"
 done
 
@@ -36,8 +39,9 @@ rm -rf "${cpu_src}/third_party/sleef"
 mv "${sleef_src}" "${cpu_src}/third_party/sleef"
 
 # The 12 symlinks FlagTree's CPU build expects, made by upstream's own script from the local flagtree-cpu
-# tree: with --flagtree-cpu-path it neither clones nor fetches.
-bash python/scripts/link_flagtree_cpu.sh --flagtree-cpu-path "${cpu_src}"
+# tree (given relative to SRC_DIR, the folder it runs from): with --flagtree-cpu-path it neither clones
+# nor fetches.
+bash python/scripts/link_flagtree_cpu.sh --flagtree-cpu-path "${cpu_rel}"
 
 # LLVM: flagtree-llvm is installed in the host prefix. LLVM_SYSPATH stops setup.py's LLVM download.
 export LLVM_SYSPATH="${PREFIX}"

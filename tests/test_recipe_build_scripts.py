@@ -88,9 +88,9 @@ class StandIn:
         _write(src / "LICENSE", "FlagTree")
         _write(src / "python" / "setup.py", "")
         _write(src / "python" / "scripts" / "link_flagtree_cpu.sh", _LINK_SCRIPT, 0o755)
-        _write(src / "flagtree-cpu" / "LICENSE", "flagtree-cpu")
-        _write(src / "flagtree-cpu" / "third_party" / "cpu" / "CMakeLists.txt", "")
-        _write(src / "flagtree-cpu" / "third_party" / "sleef" / "SUBMODULE_CHECKOUT", "")
+        _write(src / "third_party" / "flagtree-cpu" / "LICENSE", "flagtree-cpu")
+        _write(src / "third_party" / "flagtree-cpu" / "third_party" / "cpu" / "CMakeLists.txt", "")
+        _write(src / "third_party" / "flagtree-cpu" / "third_party" / "sleef" / "SUBMODULE_CHECKOUT", "")
         _write(src / "sleef" / "CMakeLists.txt", "")
         _write(src / "sleef" / "LICENSE.txt", "sleef")
         _write(src / "sleef" / "PINNED_SOURCE", "")
@@ -153,7 +153,7 @@ def test_build_flagtree_links_the_pinned_sources(standin):
     log = standin.log
     assert (log / "link.args").read_text().splitlines() == [
         "--flagtree-cpu-path",
-        str(standin.src / "flagtree-cpu"),
+        "third_party/flagtree-cpu",
     ]
     assert (log / "link.cwd").read_text().strip() == str(standin.src)
     # The recipe's sleef source replaced the submodule checkout before the link script ran.
@@ -222,9 +222,9 @@ def test_build_flagtree_writes_nothing_outside_the_work_dir_and_prefix(standin):
 @pytest.mark.parametrize(
     ("missing", "message"),
     [
-        ("flagtree-cpu/LICENSE", "licence file flagtree-cpu/LICENSE"),
+        ("third_party/flagtree-cpu/LICENSE", "licence file third_party/flagtree-cpu/LICENSE"),
         ("sleef/CMakeLists.txt", "no sleef source"),
-        ("flagtree-cpu/third_party/cpu/CMakeLists.txt", "no flagtree-cpu source"),
+        ("third_party/flagtree-cpu/third_party/cpu/CMakeLists.txt", "no flagtree-cpu source"),
     ],
 )
 def test_build_flagtree_stops_early_on_a_wrong_tree(standin, missing, message):

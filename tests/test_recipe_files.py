@@ -101,7 +101,7 @@ def test_about_items_and_maintainers(which):
     assert cpu["license"] == "MIT AND Apache-2.0 WITH LLVM-exception AND BSL-1.0"
     assert cpu["license_file"] == [
         "LICENSE",
-        "flagtree-cpu/LICENSE",
+        "third_party/flagtree-cpu/LICENSE",
         "sleef/LICENSE.txt",
         "llvm-project/llvm/LICENSE.TXT",
         "llvm-project/mlir/LICENSE.TXT",

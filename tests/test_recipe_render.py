@@ -65,7 +65,7 @@ def test_rendered_sources_are_pinned():
         else:
             assert len(source["rev"]) == 40
     folders = [s.get("target_directory") for s in sources]
-    assert folders == [None, "llvm-project", "flagtree-cpu", "sleef"]
+    assert folders == [None, "llvm-project", "third_party/flagtree-cpu", "sleef"]
 
 
 def test_flagtree_cpu_pins_its_siblings_exactly():
