@@ -58,7 +58,7 @@ def main(
     if args.json:
         out.print_json(json.dumps(to_json(facts, results)))
     else:
-        for line in summary_lines(facts):
+        for line in summary_lines(facts, results):
             out.print(escape(line))
         out.print(table(results))
     return exit_status(results)

@@ -51,12 +51,10 @@ class _Elf:
             raise ElfError(f"{path} is not an ELF file")
         self.is64 = self.data[4] == ELFCLASS64
         self.order = ">" if self.data[5] == ELFDATA2MSB else "<"
-        if self.is64:
-            header = self._unpack("HHIQQQIHHHHHH", 16)
-            self.machine, shoff, shentsize, shnum = header[1], header[5], header[9], header[10]
-        else:
-            header = self._unpack("HHIIIIIHHHHHH", 16)
-            self.machine, shoff, shentsize, shnum = header[1], header[5], header[9], header[10]
+        # e_type, e_machine, e_version, e_entry, e_phoff, e_shoff, e_flags, e_ehsize, e_phentsize,
+        # e_phnum, e_shentsize, e_shnum, e_shstrndx
+        header = self._unpack("HHIQQQIHHHHHH" if self.is64 else "HHIIIIIHHHHHH", 16)
+        self.machine, shoff, shentsize, shnum = header[1], header[5], header[10], header[11]
         if shoff == 0 or shnum == 0:
             raise ElfError(f"{path} has no section headers")
         self.sections = [self._section(shoff + i * shentsize) for i in range(shnum)]

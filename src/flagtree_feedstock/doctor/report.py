@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich import box
 from rich.table import Table
 
+from .checks import CHECKS
 from .cpu import CpuFacts, cpu_facts, format_cpu_list
 from .model import STATUSES, CheckResult, Facts
 from .target import PACKAGE_TARGET
@@ -53,9 +54,10 @@ def to_json(facts: Facts, results: Sequence[CheckResult]) -> dict[str, object]:
     }
 
 
-def summary_lines(facts: Facts) -> list[str]:
-    """The facts above the table: features, cores, the taskset line."""
-    cpu = _cpu_or_none(facts)
+def summary_lines(facts: Facts, results: Sequence[CheckResult]) -> list[str]:
+    """The facts above the table when a CPU check ran: features, cores, the taskset line."""
+    cpu_checks = {c.id for c in CHECKS if c.group == "cpu"}
+    cpu = _cpu_or_none(facts) if any(r.id in cpu_checks for r in results) else None
     if cpu is None:
         return []
     vl = f", SVE {cpu.sve_vector_bits}-bit" if cpu.sve_vector_bits else ""
