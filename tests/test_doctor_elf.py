@@ -112,9 +112,10 @@ def make_root(root: Path, built: dict[str, Path], *, binary: str, libstdcxx: str
     return root
 
 
-GLIBCXX_TRANSCRIPT = """\
+RULE = "─" * 160
+GLIBCXX_TRANSCRIPT = f"""\
 check     status   message                                                                 fix
-──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+{RULE}
 glibcxx   fail     libtriton.so needs GLIBCXX_3.4.99 from /opt/old/libstdc++.so.6, which   conda install -c conda-forge libstdcxx-ng libgcc-ng, and keep older
                    has up to GLIBCXX_3.4                                                   libstdc++ folders off LD_LIBRARY_PATH (or import triton before other
                                                                                            C++ extensions)
