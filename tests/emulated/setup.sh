@@ -10,7 +10,6 @@ set -euo pipefail
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/flagtree-feedstock"
 SYSROOT="${FLAGTREE_AARCH64_SYSROOT:-$CACHE_ROOT/aarch64-sysroot}"
-DEB_DIR="$CACHE_ROOT/aarch64-debs"
 # What python3.11 needs to start and to load ctypes (libffi), plus libstdc++ for the GLIBCXX check.
 PACKAGES=(
     libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libssl3 libffi8 libbz2-1.0 liblzma5 libuuid1 libcrypt1
@@ -53,23 +52,24 @@ want="${PACKAGES[*]}"
 if [[ -f $STAMP && $(<"$STAMP") == "$want" ]]; then
     log "sysroot ready: $SYSROOT"
 else
-    mkdir -p "$DEB_DIR"
+    mkdir -p "$(dirname "$SYSROOT")"
+    tmp="$(mktemp -d "$(dirname "$SYSROOT")/.sysroot.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir "$tmp/debs" "$tmp/root"
+    chmod 755 "$tmp" "$tmp/debs"  # apt's _apt user downloads into it
     specs=()
     for pkg in "${PACKAGES[@]}"; do
         specs+=("$pkg:arm64")
     done
     log "+ apt-get download ${specs[*]}"
-    (cd "$DEB_DIR" && apt-get download -qq "${specs[@]}")
-    tmp="$(mktemp -d "$(dirname "$SYSROOT")/.sysroot.XXXXXX")"
-    trap 'rm -rf "$tmp"' EXIT
-    for pkg in "${PACKAGES[@]}"; do
-        for deb in "$DEB_DIR/${pkg}"_*_arm64.deb; do
-            dpkg-deb -x "$deb" "$tmp"
-        done
+    (cd "$tmp/debs" && apt-get download -qq "${specs[@]}")
+    for deb in "$tmp"/debs/*_arm64.deb; do
+        dpkg-deb -x "$deb" "$tmp/root"
     done
-    printf '%s' "$want" >"$tmp/.flagtree-sysroot"
+    printf '%s' "$want" >"$tmp/root/.flagtree-sysroot"
     rm -rf "$SYSROOT"
-    mv "$tmp" "$SYSROOT"
+    mv "$tmp/root" "$SYSROOT"
+    rm -rf "$tmp"
     trap - EXIT
     log "sysroot written: $SYSROOT"
 fi
