@@ -183,3 +183,21 @@ def test_cpu_lists_and_capacity_only_classes() -> None:
         "0-1,4",
         "cpu_capacity",
     )
+
+
+def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
+    from flagtree_feedstock.doctor.runtime import _load_verdict  # noqa: PLC0415
+
+    killed = _load_verdict("triton-load", -4, "", "")
+    assert (killed.status, killed.message) == (
+        "fail",
+        "loading triton._C.libtriton was killed by SIGILL (an instruction this CPU lacks: see cpu-features)",
+    )
+    glibcxx = _load_verdict("triton-load", 1, "", "ImportError: version `GLIBCXX_3.4.32' not found\n")
+    assert (
+        glibcxx.message
+        == "triton._C.libtriton does not load: ImportError: version `GLIBCXX_3.4.32' not found"
+    )
+    partial = _load_verdict("triton-load", 0, '{"missing": ["create_cpu_swiglu"]}\n', "")
+    assert (partial.status, partial.message) == ("fail", "libtriton lacks the TLE builders create_cpu_swiglu")
+    assert _load_verdict("triton-load", 0, '{"missing": []}\n', "").status == "ok"
