@@ -84,6 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument(
         "-c", "--channel", dest="channels", action="append", default=[], help="extra channel (repeatable)"
     )
+    # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
+    sub.add_parser(
+        "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
+    )
+    sub.add_parser(
+        "verify", help="run the flagtree-cpu package test (same as flagtree-verify)", add_help=False
+    )
     return parser
 
 
@@ -91,6 +98,15 @@ def main(
     argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None, console: Console | None = None
 ) -> int:
     """Run the CLI and return its exit status; errors become one line on stderr."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["doctor"]:
+        from .doctor.cli import main as doctor_main  # noqa: PLC0415
+
+        return doctor_main(argv[1:], env=env, console=console, prog=f"{PROG} doctor")
+    if argv[:1] == ["verify"]:
+        from .verify.cli import main as verify_main  # noqa: PLC0415
+
+        return verify_main(argv[1:], console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
     out = console or Console(highlight=False)
