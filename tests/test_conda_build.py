@@ -30,10 +30,10 @@ def _request(tmp_path: Path, tool: str = "conda-build", **extra: object) -> Cond
 
 @pytest.fixture
 def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Executables named conda, conda-build and conda-mambabuild that do nothing."""
+    """Executables named conda-build and conda-mambabuild that do nothing."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("conda", "conda-build", "conda-mambabuild"):
+    for name in ("conda-build", "conda-mambabuild"):
         tool = bin_dir / name
         tool.write_text("#!/bin/sh\nexit 0\n")
         tool.chmod(0o755)
@@ -41,14 +41,15 @@ def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
-@pytest.mark.parametrize(("tool", "subcommand"), [("conda-build", "build"), ("boa", "mambabuild")])
-def test_command_line(tmp_path: Path, fake_tools: Path, tool: str, subcommand: str) -> None:
+@pytest.mark.parametrize(
+    ("tool", "executable"), [("conda-build", "conda-build"), ("boa", "conda-mambabuild")]
+)
+def test_command_line(tmp_path: Path, fake_tools: Path, tool: str, executable: str) -> None:
     request = _request(tmp_path, tool, pythons=("3.11", "3.12"), test=False)
     staging = tmp_path / "staging"
     argv = conda_build.command(request, output_folder=staging)
     assert argv == [
-        str(fake_tools / "conda"),
-        subcommand,
+        str(fake_tools / executable),
         str(request.recipe_dir),
         "-m",
         str(request.variant_file),
@@ -79,12 +80,17 @@ def test_recipe_dir_without_meta_yaml(tmp_path: Path, fake_tools: Path) -> None:
 
 
 def test_failing_conda_build_publishes_nothing(tmp_path: Path, fake_tools: Path) -> None:
-    (fake_tools / "conda").write_text(
-        '#!/bin/sh\nmkdir -p "$6/noarch" && : > "$6/noarch/half.conda"\nexit 1\n'
+    # $5 is the --output-folder: the fake leaves a half-written package there, records it, and fails.
+    (fake_tools / "conda-build").write_text(
+        '#!/bin/sh\nmkdir -p "$5/noarch" && : > "$5/noarch/half.conda" && echo "$5" > "$0.ran"\nexit 1\n'
     )
     request = _request(tmp_path)
-    with pytest.raises(BuildFailedError, match="conda exited with status 1"):
+    with pytest.raises(BuildFailedError, match="conda-build exited with status 1"):
         conda_build.build(request)
+    staging = Path((fake_tools / "conda-build.ran").read_text().strip())
+    assert staging.parent == tmp_path
+    assert staging.name.startswith(".channel-staging-")
+    assert not staging.exists()
     assert not request.channel_dir.exists()
     assert list(tmp_path.glob(".channel-staging-*")) == []
 

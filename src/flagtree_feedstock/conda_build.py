@@ -16,11 +16,8 @@ from .platforms import PlatformName
 CondaTool = Literal["conda-build", "boa"]
 CONDA_TOOLS: frozenset[str] = frozenset(get_args(CondaTool))
 
-# The executable each tool installs, and the conda subcommand that runs it.
-_EXECUTABLES: dict[CondaTool, tuple[str, str]] = {
-    "conda-build": ("conda-build", "build"),
-    "boa": ("conda-mambabuild", "mambabuild"),
-}
+# The console script each tool installs; calling it directly needs no initialised `conda` shell.
+_EXECUTABLES: dict[CondaTool, str] = {"conda-build": "conda-build", "boa": "conda-mambabuild"}
 _INSTALL_HINTS: dict[CondaTool, str] = {
     "conda-build": "conda install -n base conda-build, or use the default --tool rattler-build",
     "boa": "conda install -n base boa, or use the default --tool rattler-build",
@@ -42,15 +39,13 @@ class CondaBuildRequest:
 
 
 def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
-    """The ``conda build``/``conda mambabuild`` command line for ``request``."""
+    """The ``conda-build``/``conda-mambabuild`` command line for ``request``."""
     if not (request.recipe_dir / "meta.yaml").is_file():
         raise ConfigurationError(
             f"{request.recipe_dir} has no meta.yaml", fix="pass --recipe-dir holding meta.yaml"
         )
-    executable, subcommand = _EXECUTABLES[request.tool]
-    _subprocess.which(executable, install_hint=_INSTALL_HINTS[request.tool])
-    conda = _subprocess.which("conda", install_hint=_INSTALL_HINTS[request.tool])
-    argv = [conda, subcommand, str(request.recipe_dir), "-m", str(request.variant_file)]
+    executable = _subprocess.which(_EXECUTABLES[request.tool], install_hint=_INSTALL_HINTS[request.tool])
+    argv = [executable, str(request.recipe_dir), "-m", str(request.variant_file)]
     argv += ["--output-folder", str(output_folder), "-c", output_folder.as_uri()]
     for channel in request.channels:
         argv += ["-c", channel]
