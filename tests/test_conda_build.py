@@ -37,7 +37,7 @@ def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         tool = bin_dir / name
         tool.write_text("#!/bin/sh\nexit 0\n")
         tool.chmod(0o755)
-    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")  # the fakes first; coreutils for their scripts
     return bin_dir
 
 
