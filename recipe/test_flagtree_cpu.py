@@ -8,23 +8,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The ops FlagTree's third_party/tle_arm64/python/triton_tle_arm64.cc adds to the builder: exactly these.
-EXPECTED_BUILDER_METHODS = frozenset(
-    {
-        "create_cpu_flash_attn_decode",
-        "create_cpu_fused_decode_step",
-        "create_cpu_fused_mlp",
-        "create_cpu_fused_transformer_layer",
-        "create_cpu_neon_sdot",
-        "create_cpu_rms_norm",
-        "create_cpu_sdot_gemv",
-        "create_cpu_sdot_gemv_fused_bf16",
-        "create_cpu_sdot_pack_weights",
-        "create_cpu_swiglu",
-    }
-)
-# What triton/_C must hold (glob patterns): the extension, the CPU runtime and sleef, which the driver preloads.
-EXPECTED_LIBRARIES = ("libtriton.so", "libTritonCPURuntime.so", "libsleef.so*")
+# The builder methods tle_arm64 adds and the libraries triton/_C must hold, as flagtree-doctor (a run
+# dependency of flagtree-cpu) records them once for the doctor, flagtree-verify and this test.
+from flagtree_feedstock.doctor.target import BUILDER_METHODS, RUNTIME_LIBRARIES
+
+EXPECTED_BUILDER_METHODS = frozenset(BUILDER_METHODS)
+# Glob patterns: libsleef.so may carry its soname version.
+EXPECTED_LIBRARIES = tuple(f"{name}*" for name in RUNTIME_LIBRARIES)
 
 
 def check() -> list[str]:

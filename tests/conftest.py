@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rattler.index import index_fs
+
+from _toy import make_empty_channel
 
 # Dead end for any HTTP client that honours proxies (rattler's does): nothing listens on port 9.
 DEAD_PROXY = "http://127.0.0.1:9"
@@ -28,7 +28,4 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def empty_channel(tmp_path: Path) -> Path:
     """An indexed channel folder with no packages: a stand-in for conda-forge that needs no network."""
-    channel = tmp_path / "empty-channel"
-    (channel / "noarch").mkdir(parents=True)
-    asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
-    return channel
+    return make_empty_channel(tmp_path / "empty-channel")

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from rattler.index import index_fs
 
+from _toy import build_args, make_empty_channel, native_args
 from flagtree_feedstock.cli import main
-
-RECIPES = Path(__file__).resolve().parent / "recipes"
 
 
 @pytest.fixture(scope="module")
@@ -19,30 +16,12 @@ def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The toy matrix built once into a channel folder (real py-rattler-build builds)."""
 
     base = tmp_path_factory.mktemp("toy")
-    empty = base / "empty"
-    (empty / "noarch").mkdir(parents=True)
-    asyncio.run(index_fs(empty, write_zst=False, write_shards=False))
+    empty = make_empty_channel(base / "empty")
     out = base / "channel"
-    folder = RECIPES / "toy-multi"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("http_proxy", "http://127.0.0.1:9")
         mp.setenv("https_proxy", "http://127.0.0.1:9")
-        status = main(
-            [
-                "build",
-                "--recipe-dir",
-                str(folder),
-                "--variant-config",
-                str(folder / "conda_build_config.yaml"),
-                "--output-dir",
-                str(out),
-                "--target-platform",
-                "linux-64",
-                "--channel",
-                empty.as_uri(),
-                "--no-test",
-            ]
-        )
+        status = main(build_args("toy-multi", out, *native_args(empty)))
     assert status == 0
     return out
 

@@ -7,30 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from _toy import RECIPES, build_args, native_args
 from flagtree_feedstock import _engine
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ToolMissingError
-
-RECIPES = Path(__file__).resolve().parent / "recipes"
-
-
-def _args(recipe: str, out: Path, *extra: str) -> list[str]:
-    folder = RECIPES / recipe
-    return [
-        "build",
-        "--recipe-dir",
-        str(folder),
-        "--variant-config",
-        str(folder / "conda_build_config.yaml"),
-        "--output-dir",
-        str(out),
-        *extra,
-    ]
-
-
-def _native(channel: Path) -> list[str]:
-    # This machine is linux-64; the toy recipes build natively for it against a local empty channel.
-    return ["--target-platform", "linux-64", "--channel", channel.as_uri(), "--no-test"]
 
 
 def _error_line(stderr: str) -> str:
@@ -48,7 +28,7 @@ def _leftovers(out: Path) -> list[str]:
 
 def test_render_only_lists_every_variant_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "channel"
-    assert main(_args("toy-multi", out, "--render-only")) == 0
+    assert main(build_args("toy-multi", out, "--render-only")) == 0
     stdout = capsys.readouterr().out
     assert stdout.count("toy-llvm") == 4 + 1  # four variant rows, plus the summary line
     for python in ("3.10", "3.11", "3.12", "3.13"):
@@ -58,7 +38,7 @@ def test_render_only_lists_every_variant_offline(tmp_path: Path, capsys: pytest.
 
 
 def test_render_only_json_is_versioned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(_args("toy-multi", tmp_path / "channel", "--render-only", "--json")) == 0
+    assert main(build_args("toy-multi", tmp_path / "channel", "--render-only", "--json")) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["version"] == "1"
     llvm = {o["build_string"] for o in document["outputs"] if o["name"] == "toy-llvm"}
@@ -80,7 +60,7 @@ def test_build_makes_the_shared_output_once_and_indexes_the_channel(
     log = tmp_path / "builds.log"
     monkeypatch.setenv("TOY_BUILD_LOG", str(log))
     out = tmp_path / "channel"
-    assert main(_args("toy-multi", out, *_native(empty_channel))) == 0
+    assert main(build_args("toy-multi", out, *native_args(empty_channel))) == 0
     assert log.read_text().splitlines() == [
         "toy-llvm",
         "toy-py 3.10",
@@ -113,11 +93,16 @@ def test_a_second_run_reuses_what_the_channel_holds(
     log = tmp_path / "builds.log"
     monkeypatch.setenv("TOY_BUILD_LOG", str(log))
     out = tmp_path / "channel"
-    assert main(_args("toy-multi", out, *_native(empty_channel), "--python", "3.11")) == 0
+    assert main(build_args("toy-multi", out, *native_args(empty_channel), "--python", "3.11")) == 0
     assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.11"]
     capsys.readouterr()
     # A later run (another CI job with this channel downloaded, say) builds only the missing python.
-    assert main(_args("toy-multi", out, *_native(empty_channel), "--python", "3.11", "--python", "3.13")) == 0
+    assert (
+        main(
+            build_args("toy-multi", out, *native_args(empty_channel), "--python", "3.11", "--python", "3.13")
+        )
+        == 0
+    )
     assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.11", "toy-py 3.13"]
     assert "built 1 package(s)" in capsys.readouterr().out
 
@@ -128,10 +113,15 @@ def test_outputs_build_in_separate_runs_like_ci_jobs(
     log = tmp_path / "builds.log"
     monkeypatch.setenv("TOY_BUILD_LOG", str(log))
     out = tmp_path / "channel"
-    assert main(_args("toy-multi", out, *_native(empty_channel), "--output", "toy-llvm")) == 0
+    assert main(build_args("toy-multi", out, *native_args(empty_channel), "--output", "toy-llvm")) == 0
     assert log.read_text().splitlines() == ["toy-llvm"]
     assert (
-        main(_args("toy-multi", out, *_native(empty_channel), "--output", "toy-py", "--python", "3.12")) == 0
+        main(
+            build_args(
+                "toy-multi", out, *native_args(empty_channel), "--output", "toy-py", "--python", "3.12"
+            )
+        )
+        == 0
     )
     assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.12"]
 
@@ -140,7 +130,7 @@ def test_bad_variant_file_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "channel"
-    assert main(_args("bad-variants", out, "--render-only")) == 2
+    assert main(build_args("bad-variants", out, "--render-only")) == 2
     line = _error_line(capsys.readouterr().err)
     assert "bad-variants/conda_build_config.yaml is not a valid conda_build_config.yaml" in line
     assert line.endswith("(fix: correct the YAML (every key maps to a list of values))")
@@ -148,7 +138,7 @@ def test_bad_variant_file_is_one_line_and_writes_nothing(
 
 
 def test_missing_variant_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = _args("toy-multi", tmp_path / "channel", "--render-only")
+    args = build_args("toy-multi", tmp_path / "channel", "--render-only")
     args[args.index("--variant-config") + 1] = str(tmp_path / "nope.yaml")
     assert main(args) == 2
     assert _error_line(capsys.readouterr().err) == (
@@ -158,7 +148,7 @@ def test_missing_variant_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_bad_recipe_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(_args("bad-recipe", tmp_path / "channel", "--render-only")) == 2
+    assert main(build_args("bad-recipe", tmp_path / "channel", "--render-only")) == 2
     assert "does not render for linux-aarch64: missing required field 'version'" in _error_line(
         capsys.readouterr().err
     )
@@ -168,7 +158,7 @@ def test_unfetchable_source_names_the_url_and_leaves_nothing(
     tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "channel"
-    assert main(_args("bad-source", out, *_native(empty_channel))) == 6
+    assert main(build_args("bad-source", out, *native_args(empty_channel))) == 6
     line = _error_line(capsys.readouterr().err)
     assert "a source of toy-bad-source 1.0" in line
     assert "http://127.0.0.1:9/toy-bad-source-1.0.tar.gz" in line
@@ -179,7 +169,7 @@ def test_failing_script_publishes_nothing_from_the_run(
     tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "channel"
-    assert main(_args("bad-script", out, *_native(empty_channel))) == 8
+    assert main(build_args("bad-script", out, *native_args(empty_channel))) == 8
     line = _error_line(capsys.readouterr().err)
     assert "building toy-fails 1.0" in line
     assert "rerun with --keep-build" in line
@@ -191,7 +181,7 @@ def test_host_that_cannot_build_the_target(
 ) -> None:
     monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
     out = tmp_path / "channel"
-    assert main(_args("toy-multi", out, "--target-platform", "linux-aarch64")) == 5
+    assert main(build_args("toy-multi", out, "--target-platform", "linux-aarch64")) == 5
     assert _error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: this host is linux-64 and cannot build linux-aarch64 natively "
         "(fix: run on a linux-aarch64 machine, or pass --build-platform linux-64 for a cross build)"
@@ -203,7 +193,9 @@ def test_unindexed_local_channel(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bare = tmp_path / "bare"
     bare.mkdir()
     out = tmp_path / "channel"
-    assert main(_args("toy-multi", out, "--target-platform", "linux-64", "--channel", bare.as_uri())) == 2
+    assert (
+        main(build_args("toy-multi", out, "--target-platform", "linux-64", "--channel", bare.as_uri())) == 2
+    )
     assert f"channel {bare.as_uri()} is not an indexed channel folder" in _error_line(capsys.readouterr().err)
     assert _leftovers(out) == []
 
@@ -218,7 +210,7 @@ def test_missing_engine_says_what_to_install(
 
     monkeypatch.setattr(_engine, "require", missing)
     monkeypatch.setattr("flagtree_feedstock.render.require", missing)
-    assert main(_args("toy-multi", tmp_path / "channel", "--render-only")) == 4
+    assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 4
     assert _error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: py-rattler-build is not installed (fix: pip install 'flagtree-feedstock[build]')"
     )
