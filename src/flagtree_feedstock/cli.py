@@ -84,6 +84,21 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument(
         "-c", "--channel", dest="channels", action="append", default=[], help="extra channel (repeatable)"
     )
+
+    upload = sub.add_parser(
+        "upload", help="upload every package of a channel folder to prefix.dev or anaconda.org"
+    )
+    upload.add_argument("channel_dir", type=Path)
+    upload.add_argument(
+        "--to", required=True, help="prefix (token: $PREFIX_API_KEY) or anaconda ($ANACONDA_API_KEY)"
+    )
+    upload.add_argument(
+        "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
+    )
+    upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
+    upload.add_argument(
+        "--label", dest="labels", action="append", help="anaconda.org label (repeatable) [main]"
+    )
     return parser
 
 
@@ -99,6 +114,8 @@ def main(
     try:
         if args.command == "build":
             return _build(args, env, out, err)
+        if args.command == "upload":
+            return _upload(args, env, out)
         return _channel(args, out)
     except FeedstockError as exc:
         if args.debug_traceback or env.get("FLAGTREE_FEEDSTOCK_DEBUG"):
@@ -280,4 +297,21 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
     for pkg in installed:
         table.add_row(pkg.name, pkg.version, pkg.build, pkg.channel)
     out.print(table)
+    return 0
+
+
+def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> int:
+    from .upload import UploadRequest, parse_server, upload_channel  # noqa: PLC0415
+
+    request = UploadRequest(
+        channel_dir=args.channel_dir,
+        server=parse_server(args.to),
+        channel=args.channel,
+        url=args.url,
+        labels=tuple(args.labels or ("main",)),
+    )
+    uploaded = upload_channel(request, env)
+    out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")
+    for package in uploaded:
+        out.print(f"  {package}")
     return 0
