@@ -184,3 +184,12 @@ def test_missing_folder_and_unknown_server(tmp_path: Path, capsys: pytest.Captur
         "flagtree-feedstock: error: --to 'quetz' is not a server the feedstock uploads to "
         "(fix: use one of anaconda, prefix)"
     )
+
+
+def test_an_empty_channel_name_is_refused(toy_channel: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # In CI the name comes from a repository variable, which expands to "" when it is not set.
+    assert main(["upload", str(toy_channel), "--to", "prefix", "--channel", ""]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        "flagtree-feedstock: error: the target channel name is empty "
+        "(fix: pass --channel NAME (in CI: set the repository variable CHANNEL_NAME))"
+    )

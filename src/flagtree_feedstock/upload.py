@@ -65,6 +65,11 @@ def find_packages(channel_dir: Path) -> list[Path]:
 
 def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]:
     """Upload every package of ``request.channel_dir``; return the uploaded files."""
+    if not request.channel.strip():
+        raise ConfigurationError(
+            "the target channel name is empty",
+            fix="pass --channel NAME (in CI: set the repository variable CHANNEL_NAME)",
+        )
     packages = find_packages(request.channel_dir)
     if not packages:
         raise NothingToDoError(
