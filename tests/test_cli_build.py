@@ -65,6 +65,13 @@ def test_render_only_json_is_versioned(tmp_path: Path, capsys: pytest.CaptureFix
     pythons = [o["python"] for o in document["outputs"] if o["name"] == "toy-py"]
     assert len(llvm) == 1
     assert pythons == ["3.10", "3.11", "3.12", "3.13"]
+    pins = {(o["name"], tuple(sorted(o["pins"].items()))) for o in document["outputs"]}
+    llvm_pin = ("llvm_commit", "1234567890abcdef1234567890abcdef12345678")
+    # toy-py pins toy-llvm exactly, so it shows LLVM's pin too.
+    assert pins == {
+        ("toy-llvm", (llvm_pin,)),
+        ("toy-py", (("flagtree_commit", "abcdefabcdefabcdefabcdefabcdefabcdefabcd"), llvm_pin)),
+    }
 
 
 def test_build_makes_the_shared_output_once_and_indexes_the_channel(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ class RenderedOutput:
     python: str | None
     pins: Mapping[str, str]
     variant: Mapping[str, str]
+    # The outputs this one pins with pin_subpackage, as (name, version, build string).
+    pinned: tuple[tuple[str, str, str], ...] = ()
     engine_variant: Any = field(compare=False, repr=False)
 
     @property
@@ -76,7 +78,7 @@ def render(
             f"recipe {recipe} does not render for {target}: {_first_line(exc)}",
             fix="check the recipe and variant file (rattler-build's message is above)",
         ) from None
-    outputs = [_to_output(v) for v in rendered]
+    outputs = _inherit_pins([_to_output(v) for v in rendered])
     if not outputs:
         raise NothingToDoError(
             f"every output of {recipe} is skipped for {target}", fix="choose another --target-platform"
@@ -99,5 +101,32 @@ def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401
         python=used.get("python"),
         pins={k: used[k] for k in PIN_KEYS if k in used},
         variant=used,
+        pinned=tuple(
+            sorted(
+                (info.name, str(info.version), str(info.build_string))
+                for info in variant.pin_subpackages.values()
+            )
+        ),
         engine_variant=variant,
     )
+
+
+def _inherit_pins(outputs: list[RenderedOutput]) -> list[RenderedOutput]:
+    """Give each output the source pins of the outputs it pins exactly (flagtree-cpu shows LLVM's commit)."""
+    by_key = {o.key: o for o in outputs}
+    result = []
+    for output in outputs:
+        pins = dict(output.pins)
+        todo = list(output.pinned)
+        seen: set[tuple[str, str, str]] = set()
+        while todo:
+            key = todo.pop()
+            dependency = by_key.get(key)
+            if key in seen or dependency is None:
+                continue
+            seen.add(key)
+            for name, value in dependency.pins.items():
+                pins.setdefault(name, value)
+            todo.extend(dependency.pinned)
+        result.append(replace(output, pins={k: pins[k] for k in PIN_KEYS if k in pins}))
+    return result

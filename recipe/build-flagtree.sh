@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# flagtree-cpu: FlagTree with FLAGTREE_BACKEND=cpu against flagtree-llvm (in $PREFIX), one python at a time.
+# Called by recipe.yaml (rattler-build) and meta.yaml (conda-build, boa) alike; runs without network: every
+# source was fetched and patched by the engine before this script starts.
+set -euo pipefail
+
+die() {
+  echo "build-flagtree.sh: $*" >&2
+  exit 1
+}
+
+cd "${SRC_DIR}"
+# flagtree-cpu sits inside FlagTree's third_party/ (not at third_party/triton-cpu: the link script makes
+# that a symlink and refuses a real folder there).
+cpu_rel="third_party/flagtree-cpu"
+cpu_src="${SRC_DIR}/${cpu_rel}"
+sleef_src="${SRC_DIR}/sleef"
+# Scratch space of this build, all inside the work folder.
+scratch="${SRC_DIR}/_flagtree_build"
+mkdir -p "${scratch}"
+
+# Fail in seconds, not after the compile, on a source tree that is not the one the recipe describes.
+[[ -f python/setup.py && -f python/scripts/link_flagtree_cpu.sh ]] || die "SRC_DIR is not a FlagTree tree"
+[[ -f "${cpu_src}/third_party/cpu/CMakeLists.txt" ]] || die "no flagtree-cpu source at ${cpu_src}"
+[[ -f "${sleef_src}/CMakeLists.txt" ]] || die "no sleef source at ${sleef_src}"
+for licence in LICENSE "${cpu_rel}/LICENSE" sleef/LICENSE.txt; do
+  [[ -f "${licence}" ]] || die "licence file ${licence} (about.license_file) is missing"
+done
+
+# Cross-compiling: FlagTree's CMake does not see conda's CMAKE_ARGS, and its aarch64 -march block and LLVM
+# link list follow CMAKE_SYSTEM_PROCESSOR; issue 6 passes the toolchain through TRITON_APPEND_CMAKE_ARGS.
+if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
+  die "cross-compiling ${build_platform} -> ${target_platform} is not supported yet"
+fi
+
+# sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by the
+# recipe's own pinned sleef source, so the sleef that is built is the one sleef_commit names.
+rm -rf "${cpu_src}/third_party/sleef"
+mv "${sleef_src}" "${cpu_src}/third_party/sleef"
+
+# The 12 symlinks FlagTree's CPU build expects, made by upstream's own script from the local flagtree-cpu
+# tree (given relative to SRC_DIR, the folder it runs from): with --flagtree-cpu-path it neither clones
+# nor fetches.
+bash python/scripts/link_flagtree_cpu.sh --flagtree-cpu-path "${cpu_rel}"
+
+# LLVM: flagtree-llvm is installed in the host prefix. LLVM_SYSPATH stops setup.py's LLVM download.
+export LLVM_SYSPATH="${PREFIX}"
+export LLVM_INCLUDE_DIRS="${PREFIX}/include"
+export LLVM_LIBRARY_DIR="${PREFIX}/lib"
+
+# Offline. `1`, not `ON`: FlagTree's own OfflineBuildManager treats only `ON` as its offline mode and then
+# wants a folder of NVIDIA toolkits (FLAGTREE_OFFLINE_BUILD_DIR, which must stay unset).
+export TRITON_OFFLINE_BUILD=1
+unset FLAGTREE_OFFLINE_BUILD_DIR
+# setup.py downloads NVIDIA tools at import time, for every backend, unless each variable is set; only their
+# presence is tested, so they point at an empty folder that exists.
+no_nvidia="${scratch}/no-nvidia"
+mkdir -p "${no_nvidia}"
+export TRITON_PTXAS_PATH="${no_nvidia}"
+export TRITON_CUOBJDUMP_PATH="${no_nvidia}"
+export TRITON_NVDISASM_PATH="${no_nvidia}"
+export TRITON_CUDACRT_PATH="${no_nvidia}"
+export TRITON_CUDART_PATH="${no_nvidia}"
+export TRITON_CUPTI_INCLUDE_PATH="${no_nvidia}"
+export TRITON_CUPTI_LIB_PATH="${no_nvidia}"
+# Proton is not part of the CPU build; setup.py reads this from the environment (else it fetches json).
+export TRITON_BUILD_PROTON=OFF
+
+# Caches setup.py and FlagTree's helpers write ($HOME/.triton, $HOME/.flagtree by default) stay in the work dir.
+export TRITON_HOME="${scratch}/triton-home"
+export FLAGTREE_CACHE_DIR="${scratch}/flagtree-cache"
+
+# The CPU backend; the root CMakeLists.txt reads it from the environment.
+export FLAGTREE_BACKEND=cpu
+export MAX_JOBS="${CPU_COUNT}"
+
+# `cmake --install` of the build (sleef's install rules) goes into the work dir, never /usr/local or $PREFIX.
+export TRITON_APPEND_CMAKE_ARGS="-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install"
+
+# The wheel's version is the package's (setup.py's own default says 0.5.0).
+export FLAGTREE_WHEEL_VERSION="${PKG_VERSION}"
+
+# No debug info: drop -g from conda's flags, and strip what FlagTree's TritonRelBuildWithAsserts build type
+# (-O2 -g) compiles in at link time.
+strip_g() {
+  local flag flags=() kept=()
+  read -r -a flags <<<"$1"
+  for flag in "${flags[@]}"; do
+    [[ "${flag}" == -g* ]] || kept+=("${flag}")
+  done
+  echo "${kept[*]}"
+}
+CFLAGS="$(strip_g "${CFLAGS:-}")"
+CXXFLAGS="$(strip_g "${CXXFLAGS:-}")"
+LDFLAGS="${LDFLAGS:-} -Wl,-S"
+export CFLAGS CXXFLAGS LDFLAGS
+
+# setup.py appends `.git<sha8>` to FLAGTREE_WHEEL_VERSION when `git rev-parse` works in the tree (the engines
+# keep FlagTree's .git), which is not a PEP 440 version: hide the checkout from git for this step.
+cd python
+GIT_DIR="${scratch}/no-git" "${PYTHON}" -m pip install . --no-deps --no-build-isolation --no-index -vv
+
+# Activation scripts for the JIT's variables (FLAGTREE_BACKEND, TRITON_SYS_PATH, CC); named after the package.
+for kind in activate deactivate; do
+  mkdir -p "${PREFIX}/etc/conda/${kind}.d"
+  for shell_ext in sh fish; do
+    cp "${RECIPE_DIR}/${kind}.${shell_ext}" "${PREFIX}/etc/conda/${kind}.d/flagtree-cpu_${kind}.${shell_ext}"
+  done
+done
+
+# What the package must hold; the sleef install step left nothing in the prefix.
+for lib in libtriton.so libTritonCPURuntime.so libsleef.so; do
+  [[ -e "${SP_DIR}/triton/_C/${lib}" ]] || die "${lib} is missing from ${SP_DIR}/triton/_C"
+done
+[[ ! -e "${PREFIX}/include/sleef.h" ]] || die "sleef installed its headers into PREFIX"

@@ -1,0 +1,70 @@
+"""flagtree-cpu package test, run by both recipes: the backend, the TLE builder methods, the files.
+
+Runs on any linux-aarch64 machine (no kernel is compiled or launched here; test_rms_norm.py does that).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# The ops FlagTree's third_party/tle_arm64/python/triton_tle_arm64.cc adds to the builder: exactly these.
+EXPECTED_BUILDER_METHODS = frozenset(
+    {
+        "create_cpu_flash_attn_decode",
+        "create_cpu_fused_decode_step",
+        "create_cpu_fused_mlp",
+        "create_cpu_fused_transformer_layer",
+        "create_cpu_neon_sdot",
+        "create_cpu_rms_norm",
+        "create_cpu_sdot_gemv",
+        "create_cpu_sdot_gemv_fused_bf16",
+        "create_cpu_sdot_pack_weights",
+        "create_cpu_swiglu",
+    }
+)
+# What triton/_C must hold (glob patterns): the extension, the CPU runtime and sleef, which the driver preloads.
+EXPECTED_LIBRARIES = ("libtriton.so", "libTritonCPURuntime.so", "libsleef.so*")
+
+
+def check() -> list[str]:
+    import triton  # noqa: PLC0415
+    import triton.backends  # noqa: PLC0415
+    from triton._C.libtriton import ir  # noqa: PLC0415
+
+    errors = []
+    if "cpu" not in triton.backends.backends:
+        errors.append(f"'cpu' is not a triton backend: {sorted(triton.backends.backends)}")
+    methods = {name for name in dir(ir.builder) if name.startswith("create_cpu_")}
+    if methods != EXPECTED_BUILDER_METHODS:
+        missing = sorted(EXPECTED_BUILDER_METHODS - methods)
+        extra = sorted(methods - EXPECTED_BUILDER_METHODS)
+        errors.append(f"create_cpu_* builder methods differ: missing {missing}, unexpected {extra}")
+    c_dir = Path(triton.__file__).parent / "_C"
+    for pattern in EXPECTED_LIBRARIES:
+        if not list(c_dir.glob(pattern)):
+            errors.append(f"{c_dir}/{pattern} is missing")
+    # The language modules the link script and setup.py put in place (upstream FAQ 4 when they are not).
+    try:
+        from triton.language.extra.cpu import tle_ops  # noqa: F401, PLC0415
+    except ImportError as exc:
+        errors.append(f"triton.language.extra.cpu.tle_ops does not import: {exc}")
+    # Symlinks left in the package must resolve inside it, not into the build's work folder.
+    root = Path(triton.__file__).parent
+    for path in root.rglob("*"):
+        if path.is_symlink() and not path.exists():
+            errors.append(f"dangling symlink {path} -> {path.readlink()}")
+    return errors
+
+
+def main() -> int:
+    errors = check()
+    for error in errors:
+        print(f"FAIL: {error}")
+    if not errors:
+        print(f"OK: cpu backend, {len(EXPECTED_BUILDER_METHODS)} create_cpu_* methods, triton/_C libraries")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

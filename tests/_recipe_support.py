@@ -1,0 +1,122 @@
+"""What the recipe tests share: the paths, the variant file, and meta.yaml rendered the way conda-build does.
+
+meta.yaml is rendered with jinja2 and a small selector evaluator (enough for this recipe's selectors:
+platform names combined with and/or/not), with conda-build's jinja functions reduced to the strings
+rattler-build renders for the same call, so the two recipes compare field by field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE_DIR = ROOT / "recipe"
+RECIPE_V1 = RECIPE_DIR / "recipe.yaml"
+META = RECIPE_DIR / "meta.yaml"
+VARIANTS = ROOT / "conda_build_config.yaml"
+SHARED = ROOT.parent / "shared"
+
+TARGET = "linux-aarch64"
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+OUTPUTS = ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu")
+PIN_KEYS = ("llvm_commit", "flagtree_commit", "flagtree_cpu_commit", "sleef_commit")
+
+# conda-build's selector namespace for the platforms we render.
+_PLATFORM_NAMES: dict[str, dict[str, bool]] = {
+    "linux-aarch64": {"linux": True, "unix": True, "aarch64": True, "arm64": False, "x86_64": False},
+    "linux-64": {"linux": True, "unix": True, "aarch64": False, "arm64": False, "x86_64": True},
+}
+_SELECTOR = re.compile(r"^(?P<text>.*?)\s*#\s*\[(?P<expr>[^\[\]]+)\]\s*$")
+
+
+@cache
+def variants() -> dict[str, list[Any]]:
+    """conda_build_config.yaml as plain YAML (it has no selectors)."""
+    data = yaml.safe_load(VARIANTS.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def first_variant(python: str = PYTHONS[0]) -> dict[str, Any]:
+    """One value per key: the python given, the only value of every other key."""
+    chosen: dict[str, Any] = {}
+    for key, values in variants().items():
+        if key == "zip_keys":
+            continue
+        if key == "python":
+            chosen[key] = next(v for v in values if str(v).startswith(f"{python}."))
+        else:
+            assert len(values) == 1, f"{key} has several values; the tests expect one"
+            chosen[key] = values[0]
+    return chosen
+
+
+def select_lines(text: str, target: str) -> str:
+    """Drop each line whose `# [selector]` is false for ``target``, as conda-build does."""
+    namespace = {"osx": False, "win": False, **_PLATFORM_NAMES[target]}
+    kept = []
+    for line in text.splitlines():
+        match = _SELECTOR.match(line)
+        if match is None:
+            kept.append(line)
+        elif eval(match["expr"], {"__builtins__": {}}, namespace):  # our own recipe's selectors
+            kept.append(match["text"])
+    return "\n".join(kept) + "\n"
+
+
+def render_meta(target: str = TARGET, python: str = PYTHONS[0]) -> dict[str, Any]:
+    """meta.yaml for ``target`` and one python variant, as a dict."""
+    import jinja2  # noqa: PLC0415 - a test dependency only
+
+    variant = first_variant(python)
+    subdir = target
+
+    def compiler(language: str) -> str:
+        return f"{variant[f'{language}_compiler']}_{subdir} {variant[f'{language}_compiler_version']}.*"
+
+    def stdlib(language: str) -> str:
+        return f"{variant[f'{language}_stdlib']}_{subdir} {variant[f'{language}_stdlib_version']}.*"
+
+    def pin_subpackage(name: str, exact: bool = False) -> str:
+        return f"pin_subpackage({name}, exact={exact})"
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    text = env.from_string(META.read_text()).render(
+        **variant,
+        compiler=compiler,
+        stdlib=stdlib,
+        pin_subpackage=pin_subpackage,
+        PKG_HASH="h0000000",
+        PYTHON="$PYTHON",
+    )
+    data = yaml.safe_load(select_lines(text, target))
+    assert isinstance(data, dict)
+    return data
+
+
+def meta_outputs(target: str = TARGET, python: str = PYTHONS[0]) -> dict[str, dict[str, Any]]:
+    return {o["name"]: o for o in render_meta(target, python)["outputs"]}
+
+
+def as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def requirement_strings(values: list[Any]) -> list[str]:
+    """Requirements with pin_subpackage written the way render_meta writes it."""
+    out = []
+    for value in values:
+        if isinstance(value, Mapping) and "pin_subpackage" in value:
+            pin = value["pin_subpackage"]
+            out.append(f"pin_subpackage({pin['name']}, exact={bool(pin.get('exact', False))})")
+        else:
+            out.append(str(value))
+    return out

@@ -1,0 +1,278 @@
+"""The build scripts run, without network (`unshare -n`), against a stand-in source tree that records calls.
+
+The stand-ins: FlagTree's link script records its arguments and what the flagtree-cpu tree holds at that
+moment; `$PYTHON` records its arguments, working folder and environment (and for `pip install` puts the
+three libraries where setup.py would); `cmake` records its arguments. A missing export, a wrong path or a
+pip flag that changed fails here, not hours into a build on Arm.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _recipe_support import RECIPE_DIR
+
+NVIDIA_VARIABLES = (
+    "TRITON_PTXAS_PATH",
+    "TRITON_CUOBJDUMP_PATH",
+    "TRITON_NVDISASM_PATH",
+    "TRITON_CUDACRT_PATH",
+    "TRITON_CUDART_PATH",
+    "TRITON_CUPTI_INCLUDE_PATH",
+    "TRITON_CUPTI_LIB_PATH",
+)
+CONDA_CMAKE_ARGS = "-DCMAKE_AR=/fake/ar -DCMAKE_INSTALL_PREFIX=/conda/default -DCMAKE_INSTALL_LIBDIR=lib"
+
+# Records argv, cwd and environment as one JSON line; `-m pip install` also "installs" the libraries.
+_RECORDER = """#!{python}
+import json, os, sys
+from pathlib import Path
+with open(os.environ["STANDIN_LOG"] + "/calls.jsonl", "a") as log:
+    log.write(json.dumps({{"tool": Path(sys.argv[0]).name, "argv": sys.argv[1:], "cwd": os.getcwd(),
+                          "env": dict(os.environ)}}) + "\\n")
+if sys.argv[1:4] == ["-m", "pip", "install"]:
+    c_dir = Path(os.environ["SP_DIR"]) / "triton" / "_C"
+    c_dir.mkdir(parents=True)
+    for name in ("libtriton.so", "libTritonCPURuntime.so", "libsleef.so.3"):
+        (c_dir / name).write_text("")
+    (c_dir / "libsleef.so").symlink_to("libsleef.so.3")
+"""
+_LINK_SCRIPT = """#!/bin/bash
+printf '%s\\n' "$@" > "$STANDIN_LOG/link.args"
+pwd > "$STANDIN_LOG/link.cwd"
+ls "$2/third_party/sleef" > "$STANDIN_LOG/link.sleef"
+"""
+
+
+def _network_jail() -> list[str]:
+    for argv in (["unshare", "-n"], ["unshare", "-rn"]):
+        try:
+            ok = subprocess.run([*argv, "true"], capture_output=True, check=False, timeout=30).returncode == 0
+        except FileNotFoundError:
+            pytest.skip("unshare is not installed (apt-get install util-linux)")
+        if ok:
+            return argv
+    pytest.skip("unshare -n is not permitted here (needs root or unprivileged user namespaces)")
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+class StandIn:
+    """A work folder shaped like the engines' (all sources placed), a prefix and fake tools."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.src = root / "work"
+        self.prefix = root / "prefix"
+        self.sp_dir = self.prefix / "lib" / "python3.12" / "site-packages"
+        self.log = root / "log"
+        self.home = root / "home"
+        self.bin = root / "bin"
+        for folder in (self.log, self.home, self.sp_dir):
+            folder.mkdir(parents=True)
+        recorder = _RECORDER.format(python=sys.executable)
+        for tool in ("python", "cmake"):
+            _write(self.bin / tool, recorder, 0o755)
+        src = self.src
+        _write(src / "LICENSE", "FlagTree")
+        _write(src / "python" / "setup.py", "")
+        _write(src / "python" / "scripts" / "link_flagtree_cpu.sh", _LINK_SCRIPT, 0o755)
+        _write(src / "third_party" / "flagtree-cpu" / "LICENSE", "flagtree-cpu")
+        _write(src / "third_party" / "flagtree-cpu" / "third_party" / "cpu" / "CMakeLists.txt", "")
+        _write(src / "third_party" / "flagtree-cpu" / "third_party" / "sleef" / "SUBMODULE_CHECKOUT", "")
+        _write(src / "sleef" / "CMakeLists.txt", "")
+        _write(src / "sleef" / "LICENSE.txt", "sleef")
+        _write(src / "sleef" / "PINNED_SOURCE", "")
+        _write(src / "llvm-project" / "llvm" / "CMakeLists.txt", "")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            "PATH": f"{self.bin}:/usr/bin:/bin",
+            "HOME": str(self.home),
+            "STANDIN_LOG": str(self.log),
+            "SRC_DIR": str(self.src),
+            "PREFIX": str(self.prefix),
+            "SP_DIR": str(self.sp_dir),
+            "RECIPE_DIR": str(RECIPE_DIR),
+            "PYTHON": str(self.bin / "python"),
+            "CPU_COUNT": "3",
+            "PKG_NAME": "flagtree-cpu",
+            "PKG_VERSION": "0.6.0",
+            "CFLAGS": "-ftree-vectorize -fPIC -O2 -g -pipe",
+            "CXXFLAGS": "-fPIC -O2 -g3 -ggdb -fvisibility-inlines-hidden",
+            "LDFLAGS": "-Wl,-O2 -Wl,--as-needed",
+            "CMAKE_ARGS": CONDA_CMAKE_ARGS,
+            "build_platform": "linux-aarch64",
+            "target_platform": "linux-aarch64",
+            # Must not reach setup.py: it switches FlagTree's own offline mode on.
+            "FLAGTREE_OFFLINE_BUILD_DIR": "/nonexistent/nvidia-toolkits",
+            **extra,
+        }
+
+    def run(self, script: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [*_network_jail(), "bash", str(RECIPE_DIR / script)]
+        return subprocess.run(
+            argv,
+            env=self.env(**extra),
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    def calls(self, tool: str) -> list[dict[str, Any]]:
+        path = self.log / "calls.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [call for call in map(json.loads, lines) if call["tool"] == tool]
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> StandIn:
+    return StandIn(tmp_path)
+
+
+def _inside(path: str, folder: Path) -> bool:
+    return Path(path).resolve().is_relative_to(folder.resolve())
+
+
+def test_build_flagtree_links_the_pinned_sources(standin):
+    result = standin.run("build-flagtree.sh")
+    assert result.returncode == 0, result.stderr
+    log = standin.log
+    assert (log / "link.args").read_text().splitlines() == [
+        "--flagtree-cpu-path",
+        "third_party/flagtree-cpu",
+    ]
+    assert (log / "link.cwd").read_text().strip() == str(standin.src)
+    # The recipe's sleef source replaced the submodule checkout before the link script ran.
+    assert (log / "link.sleef").read_text().split() == ["CMakeLists.txt", "LICENSE.txt", "PINNED_SOURCE"]
+    assert not (standin.src / "sleef").exists()
+
+
+def test_build_flagtree_runs_pip_once_offline_from_python(standin):
+    assert standin.run("build-flagtree.sh").returncode == 0
+    (pip,) = standin.calls("python")
+    assert pip["argv"] == [
+        "-m",
+        "pip",
+        "install",
+        ".",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-vv",
+    ]
+    assert pip["cwd"] == str(standin.src / "python")
+    assert standin.calls("cmake") == []
+
+
+def test_build_flagtree_exports(standin):
+    assert standin.run("build-flagtree.sh").returncode == 0
+    env = standin.calls("python")[0]["env"]
+    src, prefix = standin.src, standin.prefix
+    assert env["FLAGTREE_BACKEND"] == "cpu"
+    assert env["MAX_JOBS"] == "3"
+    assert env["TRITON_OFFLINE_BUILD"] == "1"
+    assert "FLAGTREE_OFFLINE_BUILD_DIR" not in env
+    assert env["TRITON_BUILD_PROTON"] == "OFF"
+    assert env["LLVM_SYSPATH"] == str(prefix)
+    assert env["LLVM_INCLUDE_DIRS"] == f"{prefix}/include"
+    assert env["LLVM_LIBRARY_DIR"] == f"{prefix}/lib"
+    for name in NVIDIA_VARIABLES:
+        assert Path(env[name]).exists() and _inside(env[name], src), name
+    for name in ("TRITON_HOME", "FLAGTREE_CACHE_DIR"):
+        assert _inside(env[name], src), name
+    cmake_args = shlex.split(env["TRITON_APPEND_CMAKE_ARGS"])
+    install_prefixes = [a.split("=", 1)[1] for a in cmake_args if a.startswith("-DCMAKE_INSTALL_PREFIX=")]
+    assert install_prefixes and all(_inside(p, src) for p in install_prefixes)
+    assert env["FLAGTREE_WHEEL_VERSION"] == "0.6.0"
+    assert env["CFLAGS"].split() == ["-ftree-vectorize", "-fPIC", "-O2", "-pipe"]
+    assert env["CXXFLAGS"].split() == ["-fPIC", "-O2", "-fvisibility-inlines-hidden"]
+    assert env["LDFLAGS"].split() == ["-Wl,-O2", "-Wl,--as-needed", "-Wl,-S"]
+    # setup.py must not find FlagTree's git checkout (it would append .git<sha> to the version).
+    assert not Path(env["GIT_DIR"]).exists()
+
+
+def test_build_flagtree_installs_the_activation_scripts(standin):
+    assert standin.run("build-flagtree.sh").returncode == 0
+    for kind in ("activate", "deactivate"):
+        for ext in ("sh", "fish"):
+            installed = standin.prefix / "etc" / "conda" / f"{kind}.d" / f"flagtree-cpu_{kind}.{ext}"
+            assert installed.read_text() == (RECIPE_DIR / f"{kind}.{ext}").read_text()
+
+
+def test_build_flagtree_writes_nothing_outside_the_work_dir_and_prefix(standin):
+    assert standin.run("build-flagtree.sh").returncode == 0
+    assert list(standin.home.iterdir()) == []
+    assert not (standin.prefix / "include").exists()
+
+
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [
+        ("third_party/flagtree-cpu/LICENSE", "licence file third_party/flagtree-cpu/LICENSE"),
+        ("sleef/CMakeLists.txt", "no sleef source"),
+        ("third_party/flagtree-cpu/third_party/cpu/CMakeLists.txt", "no flagtree-cpu source"),
+    ],
+)
+def test_build_flagtree_stops_early_on_a_wrong_tree(standin, missing, message):
+    (standin.src / missing).unlink()
+    result = standin.run("build-flagtree.sh")
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert standin.calls("python") == []
+
+
+def test_build_flagtree_fails_when_pip_left_a_library_out(standin):
+    fake = standin.bin / "python"
+    fake.write_text(fake.read_text().replace('(c_dir / "libsleef.so")', '(c_dir / "libother.so")'))
+    result = standin.run("build-flagtree.sh")
+    assert result.returncode != 0
+    assert "libsleef.so is missing" in result.stderr
+
+
+@pytest.mark.parametrize("script", ["build-flagtree.sh", "build-llvm.sh"])
+def test_cross_compiling_is_refused_for_now(standin, script):
+    result = standin.run(script, build_platform="linux-64")
+    assert result.returncode != 0
+    assert "cross-compiling linux-64 -> linux-aarch64 is not supported yet" in result.stderr
+    assert standin.calls("cmake") == [] and standin.calls("python") == []
+
+
+def test_build_llvm_configures_builds_and_installs_into_prefix(standin):
+    result = standin.run("build-llvm.sh")
+    assert result.returncode == 0, result.stderr
+    configure, build, install = (call["argv"] for call in standin.calls("cmake"))
+    llvm_build = str(standin.src / "llvm-build")
+    assert configure[:4] == ["-S", str(standin.src / "llvm-project" / "llvm"), "-B", llvm_build]
+    assert configure[4:7] == shlex.split(CONDA_CMAKE_ARGS)  # conda's toolchain first ...
+    defines = dict(a[2:].split("=", 1) for a in configure if a.startswith("-D"))  # ... ours win (last)
+    assert defines["CMAKE_INSTALL_PREFIX"] == str(standin.prefix)
+    assert defines["LLVM_TARGETS_TO_BUILD"] == "AArch64"
+    assert defines["LLVM_ENABLE_PROJECTS"] == "mlir"
+    assert defines["CMAKE_BUILD_TYPE"] == "Release"
+    assert defines["BUILD_SHARED_LIBS"] == "OFF"
+    for off in (
+        "LLVM_INCLUDE_TESTS",
+        "MLIR_INCLUDE_TESTS",
+        "LLVM_INCLUDE_BENCHMARKS",
+        "LLVM_INCLUDE_EXAMPLES",
+    ):
+        assert defines[off] == "OFF", off
+    assert defines["LLVM_BUILD_TOOLS"] == "OFF"
+    assert defines["LLVM_INSTALL_UTILS"] == "ON"  # llvm-tblgen / mlir-tblgen for FlagTree's CMake
+    assert configure[configure.index("-G") + 1] == "Ninja"
+    assert build == ["--build", llvm_build, "--parallel", "3"]
+    assert install == ["--install", llvm_build]

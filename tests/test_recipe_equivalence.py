@@ -1,0 +1,155 @@
+"""recipe.yaml and meta.yaml describe the same packages: sources, pins, patches, requirements, tests, licences.
+
+recipe.yaml is rendered by py-rattler-build, meta.yaml by jinja2 + selectors (tests/_recipe_support.py);
+each side is reduced to plain values and the two are compared for linux-aarch64, every python variant.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+import pytest
+
+from _recipe_support import (
+    OUTPUTS,
+    PYTHONS,
+    RECIPE_V1,
+    TARGET,
+    VARIANTS,
+    as_list,
+    meta_outputs,
+    render_meta,
+    requirement_strings,
+)
+from flagtree_feedstock.render import render
+
+
+@cache
+def _v1_outputs(python: str) -> dict[str, dict[str, Any]]:
+    """The rendered v1 outputs of one python variant, as plain dicts."""
+    rendered = render(RECIPE_V1, VARIANTS, target=TARGET)
+    chosen = {}
+    for output in rendered:
+        if output.python is None or output.python.startswith(f"{python}."):
+            chosen[output.name] = output.engine_variant.recipe.to_dict()
+    return chosen
+
+
+def _source(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """One source, whichever format: (kind, location, pin, folder, patches)."""
+    if "url" in entry:
+        kind, location, pin = "url", entry["url"], entry["sha256"]
+    elif "git" in entry or "git_url" in entry:
+        kind, location, pin = (
+            "git",
+            entry.get("git", entry.get("git_url")),
+            entry.get("rev", entry.get("git_rev")),
+        )
+    else:
+        kind, location, pin = "path", entry["path"], None
+    folder = entry.get("target_directory", entry.get("folder"))
+    return (kind, location, pin, folder, tuple(entry.get("patches", [])))
+
+
+def _script(lines: Any) -> list[str]:
+    text = lines if isinstance(lines, str) else "\n".join(as_list(lines))
+    return [line.replace("${{ PYTHON }}", "$PYTHON") for line in text.splitlines()]
+
+
+def _v1_tests(output: dict[str, Any]) -> dict[str, Any]:
+    tests: dict[str, Any] = {"imports": [], "pip_check": False, "commands": [], "files": [], "contents": []}
+    for test in output.get("tests", []):
+        if "python" in test:
+            tests["imports"] += test["python"]["imports"]
+            tests["pip_check"] = test["python"].get("pip_check", True)
+        if "package_contents" in test:
+            tests["contents"] += test["package_contents"]["files"]
+        if "script" in test:
+            tests["commands"] += as_list(test["script"])
+            tests["files"] += test.get("files", {}).get("recipe", [])
+    return tests
+
+
+_SP_DIR = "lib/python*/site-packages/"
+
+
+def _meta_tests(output: dict[str, Any]) -> dict[str, Any]:
+    """conda-build's test section in the same shape: `ls ${SP_DIR}/x` and `test -f $PREFIX/x` are contents."""
+    test = output.get("test", {})
+    tests: dict[str, Any] = {"imports": test.get("imports", []), "pip_check": False, "commands": []}
+    tests |= {"files": test.get("files", []), "contents": []}
+    for command in test.get("commands", []):
+        if command == "pip check":
+            tests["pip_check"] = True
+        elif match := re.fullmatch(r"ls \$\{SP_DIR\}/(\S+)", command):
+            tests["contents"].append(_SP_DIR + match[1])
+        elif match := re.fullmatch(r"test -f \$PREFIX/(\S+)", command):
+            tests["contents"].append(match[1])
+        else:
+            tests["commands"].append(command)
+    return tests
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_same_outputs(python):
+    assert list(_v1_outputs(python)) == list(OUTPUTS)
+    assert list(meta_outputs(python=python)) == list(OUTPUTS)
+
+
+def test_same_sources_pins_and_patches():
+    v1 = _v1_outputs(PYTHONS[0])
+    v1_sources = [_source(s) for name in OUTPUTS for s in v1[name].get("source", [])]
+    meta_sources = [_source(s) for s in render_meta()["source"]]
+    # conda-build shares one source list between the outputs; rattler-build gives each output its own.
+    assert sorted(set(v1_sources)) == sorted(meta_sources)
+    cpu_sources = [_source(s) for s in v1["flagtree-cpu"]["source"]]
+    assert cpu_sources == [s for s in meta_sources if s[0] != "path"]
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+@pytest.mark.parametrize("python", PYTHONS)
+def test_same_requirements(name, python):
+    v1 = _v1_outputs(python)[name].get("requirements", {})
+    meta = meta_outputs(python=python)[name].get("requirements", {})
+    for section in ("build", "host", "run"):
+        assert requirement_strings(v1.get(section, [])) == requirement_strings(meta.get(section, [])), section
+    assert v1.get("run_constraints", []) == meta.get("run_constrained", [])
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+def test_same_build_settings(name):
+    v1 = _v1_outputs(PYTHONS[0])[name]
+    meta = meta_outputs()[name]
+    assert v1["build"].get("noarch") == (meta.get("build") or {}).get("noarch")
+    v1_script = v1["build"].get("script")
+    meta_script = meta.get("script") or (meta.get("build") or {}).get("script")
+    if isinstance(v1_script, str) and v1_script.endswith(".sh"):
+        assert v1_script == meta_script
+    else:
+        assert _script(v1_script) == _script(meta_script)
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+def test_same_tests(name):
+    v1 = _v1_tests(_v1_outputs(PYTHONS[0])[name])
+    meta = _meta_tests(meta_outputs()[name])
+    assert v1 == meta
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+def test_same_licences(name):
+    v1 = _v1_outputs(PYTHONS[0])[name]["about"]
+    meta = meta_outputs()[name]["about"]
+    assert v1["license"] == meta["license"]
+    assert v1["license_file"] == meta["license_file"]
+    assert v1["summary"] == meta["summary"]
+
+
+def test_same_outputs_skipped_on_linux_64():
+    v1 = {o.name for o in render(RECIPE_V1, VARIANTS, target="linux-64")}
+    meta = {
+        name for name, o in meta_outputs(target="linux-64").items() if not (o.get("build") or {}).get("skip")
+    }
+    assert v1 == meta == {"flagtree-doctor"}

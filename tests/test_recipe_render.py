@@ -1,0 +1,85 @@
+"""recipe/recipe.yaml renders offline with py-rattler-build: the python matrix, one LLVM build, the pins."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANTS, first_variant
+from flagtree_feedstock.render import RenderedOutput, render
+
+
+@cache
+def _rendered(target: str) -> tuple[RenderedOutput, ...]:
+    return tuple(render(RECIPE_V1, VARIANTS, target=target))  # type: ignore[arg-type]
+
+
+def _by_name(target: str, name: str) -> list[RenderedOutput]:
+    return [o for o in _rendered(target) if o.name == name]
+
+
+def test_flagtree_cpu_renders_once_per_python():
+    cpu = _by_name("linux-aarch64", "flagtree-cpu")
+    assert sorted(str(o.python).split(".*")[0] for o in cpu) == list(PYTHONS)
+    assert len({o.build_string for o in cpu}) == len(PYTHONS)
+    for output in cpu:
+        assert output.build_string.startswith("py3")
+
+
+def test_flagtree_llvm_has_one_build_string_for_the_whole_matrix():
+    llvm = _by_name("linux-aarch64", "flagtree-llvm")
+    assert len(llvm) == len(PYTHONS)  # rendered once per variant ...
+    assert len({o.key for o in llvm}) == 1  # ... but one package
+    assert all(o.python is None for o in llvm)
+    assert llvm[0].build_string.startswith(f"llvm{first_variant()['llvm_commit'][:8]}_h")
+
+
+def test_flagtree_doctor_is_one_noarch_package():
+    doctor = _by_name("linux-aarch64", "flagtree-doctor")
+    assert len({o.key for o in doctor}) == 1
+    assert doctor[0].build_string.startswith("pyh")
+
+
+def test_every_source_pin_comes_from_the_variant_file():
+    variant = first_variant()
+    for output in _by_name("linux-aarch64", "flagtree-cpu"):
+        assert dict(output.pins) == {k: variant[k] for k in PIN_KEYS}
+    for output in _by_name("linux-aarch64", "flagtree-llvm"):
+        assert dict(output.pins) == {"llvm_commit": variant["llvm_commit"]}
+
+
+def test_pins_are_full_commits_and_hashes():
+    variant = first_variant()
+    for key in PIN_KEYS:
+        assert len(variant[key]) == 40 and int(variant[key], 16) >= 0, key
+    assert len(variant["llvm_sha256"]) == 64 and int(variant["llvm_sha256"], 16) >= 0
+
+
+def test_rendered_sources_are_pinned():
+    cpu = _by_name("linux-aarch64", "flagtree-cpu")[0]
+    sources = cpu.engine_variant.recipe.to_dict()["source"]
+    for source in sources:
+        if "url" in source:
+            assert len(source["sha256"]) == 64
+        else:
+            assert len(source["rev"]) == 40
+    folders = [s.get("target_directory") for s in sources]
+    assert folders == [None, "llvm-project", "third_party/flagtree-cpu", "sleef"]
+
+
+def test_flagtree_cpu_pins_its_siblings_exactly():
+    cpu = _by_name("linux-aarch64", "flagtree-cpu")[0]
+    requirements = cpu.engine_variant.recipe.to_dict()["requirements"]
+    assert {"pin_subpackage": {"name": "flagtree-llvm", "exact": True}} in requirements["host"]
+    assert {"pin_subpackage": {"name": "flagtree-doctor", "exact": True}} in requirements["run"]
+    assert requirements["run_constraints"] == ["triton <0.0a0"]
+    variant = cpu.engine_variant.variant
+    llvm = _by_name("linux-aarch64", "flagtree-llvm")[0]
+    assert variant["flagtree-llvm"] == f"{llvm.version} {llvm.build_string}"
+
+
+@pytest.mark.parametrize("name", ["flagtree-cpu", "flagtree-llvm"])
+def test_linux_64_skips_the_aarch64_outputs(name):
+    assert _by_name("linux-64", name) == []
+    assert {o.name for o in _rendered("linux-64")} == {"flagtree-doctor"}
