@@ -167,7 +167,7 @@ def test_cpu_matrix_is_generated_by_the_variants_job() -> None:
     assert cpu["strategy"]["matrix"] == {"python": "${{ fromJSON(needs.variants.outputs.pythons) }}"}
     assert "variants" in cpu["needs"]
     assert jobs["variants"]["outputs"]["pythons"] == "${{ steps.render.outputs.pythons }}"
-    assert "flagtree-feedstock build --render-only --json" in _render_step()
+    assert "flagtree-feedstock build --render-only --json --build-platform linux-aarch64" in _render_step()
 
 
 def _run_render_step(cwd: Path, env: dict[str, str], tmp_path: Path) -> dict[str, str]:
@@ -211,7 +211,12 @@ def test_render_step_emits_the_toy_recipes_python_matrix(tmp_path: Path) -> None
     )
     (llvm,) = {
         f"{o.name}-{o.version}-{o.build_string}"
-        for o in render(TOY / "recipe.yaml", TOY / "conda_build_config.yaml", target="linux-aarch64")
+        for o in render(
+            TOY / "recipe.yaml",
+            TOY / "conda_build_config.yaml",
+            target="linux-aarch64",
+            build="linux-aarch64",
+        )
         if o.name == "toy-llvm"
     }
     assert outputs["llvm"] == llvm
@@ -254,7 +259,8 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
     for key in ("LLVM_OUTPUT", "DOCTOR_OUTPUT", "CPU_OUTPUT"):
         assert workflow["env"][key] in names, key
     pythons = yaml.safe_load(outputs["pythons"])
-    assert pythons == [o.python for o in rendered if o.name == workflow["env"]["CPU_OUTPUT"]]
+    cpu = [o for o in rendered if o.name == workflow["env"]["CPU_OUTPUT"]]
+    assert pythons == [o.python for o in cpu]
     assert pythons == yaml.safe_load((ROOT / "conda_build_config.yaml").read_text())["python"]
     (llvm,) = {
         f"{o.name}-{o.version}-{o.build_string}" for o in rendered if o.name == workflow["env"]["LLVM_OUTPUT"]
