@@ -157,7 +157,10 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         return 0
     build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
     if options.tool == "rattler-build":
-        published = _build_rattler(options, outputs, err)
+        cross = build_platform != options.target_platform
+        published = _build_rattler(
+            options, outputs, err, emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR"))
+        )
     else:
         from .conda_build import CondaBuildRequest  # noqa: PLC0415
         from .conda_build import build as conda_build  # noqa: PLC0415
@@ -199,7 +202,9 @@ def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
-def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Console) -> list[Path]:
+def _build_rattler(
+    options: BuildOptions, outputs: list[RenderedOutput], err: Console, *, emulated: bool = False
+) -> list[Path]:
     from .build import BuildSettings, BuildStep, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs, pythons=options.pythons, names=options.outputs)
@@ -208,6 +213,7 @@ def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Co
         channels=options.channels,
         test=options.test,
         keep_build=options.keep_build,
+        emulated=emulated,
     )
     with Progress(
         TextColumn("{task.description}"),
