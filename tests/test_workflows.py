@@ -251,7 +251,12 @@ def test_render_step_fails_when_the_outputs_are_not_in_the_recipe(tmp_path: Path
 )
 def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> None:
     workflow = _build()
-    outputs = _run_render_step(ROOT, dict(workflow["env"]), tmp_path)
+    # Run in a scratch folder (the step writes rendered.json), pointed at the repository's recipe.
+    recipe = {
+        "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(ROOT / "recipe"),
+        "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(ROOT / "conda_build_config.yaml"),
+    }
+    outputs = _run_render_step(tmp_path, {**workflow["env"], **recipe}, tmp_path)
     rendered = render(
         ROOT / "recipe" / "recipe.yaml", ROOT / "conda_build_config.yaml", target="linux-aarch64"
     )
