@@ -32,7 +32,7 @@ def _v1_outputs(python: str) -> dict[str, dict[str, Any]]:
     rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)  # native, whatever this host is
     chosen = {}
     for output in rendered:
-        if output.python is None or output.python.startswith(f"{python}."):
+        if output.python in (None, python):
             chosen[output.name] = output.engine_variant.recipe.to_dict()
     return chosen
 

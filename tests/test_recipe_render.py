@@ -21,7 +21,7 @@ def _by_name(target: str, name: str) -> list[RenderedOutput]:
 
 def test_flagtree_cpu_renders_once_per_python():
     cpu = _by_name("linux-aarch64", "flagtree-cpu")
-    assert sorted(str(o.python).split(".*")[0] for o in cpu) == list(PYTHONS)
+    assert sorted(str(o.python) for o in cpu) == list(PYTHONS)  # "3.12.* *_cpython" shown as "3.12"
     assert len({o.build_string for o in cpu}) == len(PYTHONS)
     for output in cpu:
         assert output.build_string.startswith("py3")

@@ -99,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
     upload.add_argument(
         "--label", dest="labels", action="append", help="anaconda.org label (repeatable) [main]"
     )
+    # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
+    sub.add_parser(
+        "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
+    )
+    sub.add_parser(
+        "verify", help="run the flagtree-cpu package test (same as flagtree-verify)", add_help=False
+    )
     return parser
 
 
@@ -106,6 +113,15 @@ def main(
     argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None, console: Console | None = None
 ) -> int:
     """Run the CLI and return its exit status; errors become one line on stderr."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["doctor"]:
+        from .doctor.cli import main as doctor_main  # noqa: PLC0415
+
+        return doctor_main(argv[1:], env=env, console=console, prog=f"{PROG} doctor")
+    if argv[:1] == ["verify"]:
+        from .verify.cli import main as verify_main  # noqa: PLC0415
+
+        return verify_main(argv[1:], console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
     out = console or Console(highlight=False)
@@ -114,9 +130,7 @@ def main(
     try:
         if args.command == "build":
             return _build(args, env, out, err)
-        if args.command == "upload":
-            return _upload(args, env, out)
-        return _channel(args, out)
+        return _upload(args, env, out) if args.command == "upload" else _channel(args, out)
     except FeedstockError as exc:
         if args.debug_traceback or env.get("FLAGTREE_FEEDSTOCK_DEBUG"):
             traceback.print_exc()

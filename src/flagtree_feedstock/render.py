@@ -98,7 +98,7 @@ def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401
         name=recipe.package.name,
         version=str(recipe.package.version),
         build_string=str(recipe.build.string),
-        python=used.get("python"),
+        python=_short_python(used.get("python")),
         pins={k: used[k] for k in PIN_KEYS if k in used},
         variant=used,
         pinned=tuple(
@@ -109,6 +109,13 @@ def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401
         ),
         engine_variant=variant,
     )
+
+
+def _short_python(value: str | None) -> str | None:
+    """``3.12.* *_cpython`` (conda-forge's variant value) -> ``3.12``; the full value stays in ``variant``."""
+    if value is None:
+        return None
+    return value.split()[0].removesuffix(".*")
 
 
 def _inherit_pins(outputs: list[RenderedOutput]) -> list[RenderedOutput]:

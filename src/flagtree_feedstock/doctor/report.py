@@ -1,0 +1,84 @@
+"""Turn results into the ``--json`` document (schema version 1, a contract) or a readable table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from rich import box
+from rich.table import Table
+
+from .checks import CHECKS
+from .cpu import CpuFacts, cpu_facts, format_cpu_list
+from .model import STATUSES, CheckResult, Facts
+from .target import PACKAGE_TARGET
+
+SCHEMA_VERSION = "1"
+
+
+def _cpu_or_none(facts: Facts) -> CpuFacts | None:
+    try:
+        return cpu_facts(facts)
+    except Exception:  # noqa: BLE001 - the cpu checks already report the crash as a fail row
+        return None
+
+
+def exit_status(results: Sequence[CheckResult]) -> int:
+    """1 when a check failed, else 0."""
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def to_json(facts: Facts, results: Sequence[CheckResult]) -> dict[str, object]:
+    cpu = _cpu_or_none(facts)
+    counts = Counter(r.status for r in results)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "root": None if facts.system.live else str(facts.system.root),
+        "machine": cpu.machine if cpu else None,
+        "features": sorted(cpu.features) if cpu else [],
+        "sve_vector_bits": cpu.sve_vector_bits if cpu else None,
+        "big_cores": list(cpu.layout.big) if cpu else [],
+        "little_cores": list(cpu.layout.little) if cpu else [],
+        "taskset": cpu.layout.taskset if cpu else None,
+        "cores": [
+            {"cpu": c.cpu, "model": c.model, "capacity": c.capacity, "governor": c.governor}
+            for c in (cpu.cores if cpu else ())
+        ],
+        "compiled_for": {
+            "features": sorted(PACKAGE_TARGET.required_features),
+            "sve_vector_bits": PACKAGE_TARGET.sve_vector_bits,
+            "march": [c.march for c in PACKAGE_TARGET.components],
+        },
+        "checks": [{"id": r.id, "status": r.status, "message": r.message, "fix": r.fix} for r in results],
+        "summary": {status: counts.get(status, 0) for status in STATUSES},
+    }
+
+
+def summary_lines(facts: Facts, results: Sequence[CheckResult]) -> list[str]:
+    """The facts above the table when a CPU check ran: features, cores, the taskset line."""
+    cpu_checks = {c.id for c in CHECKS if c.group == "cpu"}
+    cpu = _cpu_or_none(facts) if any(r.id in cpu_checks for r in results) else None
+    if cpu is None:
+        return []
+    vl = f", SVE {cpu.sve_vector_bits}-bit" if cpu.sve_vector_bits else ""
+    lines = [f"CPU features: {' '.join(sorted(cpu.features)) or '-'}{vl}"]
+    if cpu.layout.little:
+        lines.append(
+            f"cores: big {format_cpu_list(cpu.layout.big)}, little {format_cpu_list(cpu.layout.little)} "
+            f"-> taskset -c {cpu.layout.taskset}"
+        )
+    elif cpu.cores:
+        lines.append(f"cores: {len(cpu.cores)}, all alike")
+    return lines
+
+
+def table(results: Sequence[CheckResult]) -> Table:
+    grid = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
+    grid.add_column("check", no_wrap=True)
+    grid.add_column("status", no_wrap=True)
+    grid.add_column("message", overflow="fold")
+    grid.add_column("fix", overflow="fold")
+    styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    for r in results:
+        grid.add_row(r.id, f"[{styles[r.status]}]{r.status}[/]", r.message, r.fix or "")
+    return grid

@@ -1,0 +1,112 @@
+"""``flagtree-verify [--json] [--repeat N] [OP ...]``: the flagtree-cpu package test.
+
+Exit status: 0 every step passed (or was skipped), 1 a step failed or raised, 2 FlagTree (or torch) is
+not installed here, so there is nothing to verify.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops
+from .references import TOLERANCES
+
+PROG = "flagtree-verify"
+SCHEMA_VERSION = "1"
+EXIT_NOT_INSTALLED = 2
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Verify the FlagTree cpu install and each TLE op against torch."
+    )
+    parser.add_argument("ops", nargs="*", metavar="OP", help=f"run only these ops: {', '.join(OP_NAMES)}")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1)")
+    parser.add_argument("--repeat", type=int, default=20, help="timed calls per op and reference [20]")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, console: Console | None = None, prog: str = PROG) -> int:
+    parser = _parser(prog)
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.ops) - set(OP_NAMES))
+    if unknown:
+        parser.error(f"unknown op {unknown[0]!r} (choose from {', '.join(OP_NAMES)})")
+    out = console or Console(highlight=False)
+    for module, what, fix in (
+        ("triton", "FlagTree", "conda install flagtree-cpu"),
+        ("torch", "torch", "conda install pytorch-cpu"),
+    ):
+        if importlib.util.find_spec(module) is None:
+            print(
+                f"{prog}: {what} is not installed (no module {module!r}); nothing to verify (fix: {fix})",
+                file=sys.stderr,
+            )
+            return EXIT_NOT_INSTALLED
+    outcomes = check_install(importlib.import_module("triton"))
+    if all(o.status == "pass" for o in outcomes):
+        outcomes += run_ops(tuple(args.ops) or OP_NAMES, repeat=args.repeat)
+    else:
+        outcomes.append(Outcome(name="ops", status="skip", detail="the install checks failed"))
+    if args.json:
+        out.print_json(json.dumps(to_json(outcomes)))
+    else:
+        out.print(table(outcomes))
+        out.print(
+            escape("tolerances: " + "; ".join(f"{k} {t.describe()} ({t.why})" for k, t in TOLERANCES.items()))
+        )
+    return 1 if any(o.status in ("fail", "error") for o in outcomes) else 0
+
+
+def to_json(outcomes: Sequence[Outcome]) -> dict[str, object]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "results": [
+            {
+                "name": o.name,
+                "status": o.status,
+                "detail": o.detail,
+                "tolerance": o.tolerance,
+                "max_abs_error": o.max_abs_error,
+                "op_ms": o.op_ms,
+                "reference_ms": o.reference_ms,
+            }
+            for o in outcomes
+        ],
+        "not_exercised": list(NOT_EXERCISED),
+    }
+
+
+def table(outcomes: Sequence[Outcome]) -> Table:
+    grid = Table(box=box.SIMPLE, show_edge=False, pad_edge=False)
+    for column in ("step", "status", "tolerance", "max |err|", "op ms", "torch ms", "detail"):
+        grid.add_column(column, overflow="fold")
+
+    def number(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    for o in outcomes:
+        grid.add_row(
+            o.name,
+            o.status,
+            o.tolerance or "-",
+            number(o.max_abs_error, ".3g"),
+            number(o.op_ms, ".3f"),
+            number(o.reference_ms, ".3f"),
+            escape(o.detail),
+        )
+    return grid
+
+
+def entrypoint() -> None:
+    sys.exit(main(sys.argv[1:]))

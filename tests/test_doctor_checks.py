@@ -1,0 +1,203 @@
+"""The doctor's non-CPU checks on built trees, check isolation, selection and the CLI around them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from flagtree_feedstock import cli as feedstock_cli
+from flagtree_feedstock.doctor import CHECK_IDS, checks
+from flagtree_feedstock.doctor.cli import main
+from flagtree_feedstock.doctor.cpu import Core, classify, decode_hwcaps, format_cpu_list
+from flagtree_feedstock.doctor.model import Check, CheckResult, Facts, System
+
+SITE = "opt/conda/lib/python3.11/site-packages/triton"
+
+
+def touch(root: Path, relative: str, *, executable: bool = False) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    if executable:
+        path.chmod(0o755)
+    return path
+
+
+def statuses(root: Path, env: dict[str, str], *names: str) -> dict[str, tuple[str, str]]:
+    console = Console(record=True, width=300, no_color=True)
+    main(["--root", str(root), "--json", *names], env=env, console=console)
+    report = json.loads(console.export_text())
+    return {c["id"]: (c["status"], c["message"]) for c in report["checks"]}
+
+
+def full_tree(root: Path) -> Path:
+    for tool in ("gcc", "as", "ld", "ar"):
+        touch(root, f"usr/bin/{tool}", executable=True)
+    touch(root, "usr/lib/gcc/aarch64-linux-gnu/12/include/omp.h")
+    touch(root, "usr/lib/aarch64-linux-gnu/libgomp.so.1")
+    touch(root, "usr/include/python3.11/Python.h")
+    for name in ("_C/libtriton.so", "_C/libTritonCPURuntime.so", "_C/libsleef.so.3"):
+        touch(root, f"{SITE}/{name}")
+    for name in ("backends/cpu/compiler.py", "backends/cpu/driver.py", "language/extra/cpu/tle_ops.py"):
+        touch(root, f"{SITE}/{name}")
+    (root / "opt/conda/include").mkdir(parents=True)
+    return root
+
+
+GOOD_ENV = {"PATH": "/usr/bin", "FLAGTREE_BACKEND": "cpu", "TRITON_SYS_PATH": "/opt/conda"}
+
+
+def test_environment_and_toolchain_all_ok(tmp_path: Path) -> None:
+    root = full_tree(tmp_path)
+    names = ["env-flagtree-backend", "env-triton-sys-path", "env-cc", "jit-compiler", "binutils", "openmp",
+             "python-headers", "triton-install", "triton-load"]  # fmt: skip
+    got = statuses(root, GOOD_ENV, *names)
+    assert {k: v[0] for k, v in got.items()} == {
+        "env-flagtree-backend": "ok",
+        "env-triton-sys-path": "ok",
+        "env-cc": "ok",
+        "jit-compiler": "ok",
+        "binutils": "ok",
+        "openmp": "ok",
+        "python-headers": "ok",
+        "triton-install": "ok",
+        "triton-load": "skip",
+    }
+    assert got["openmp"][1] == (
+        "/usr/lib/gcc/aarch64-linux-gnu/12/include/omp.h and /usr/lib/aarch64-linux-gnu/libgomp.so.1"
+    )
+
+
+def test_environment_problems(tmp_path: Path) -> None:
+    root = full_tree(tmp_path)
+    env = {"PATH": "/usr/bin", "FLAGTREE_BACKEND": "cuda", "TRITON_SYS_PATH": "/nowhere", "CC": "clang-18"}
+    got = statuses(root, env, "env-flagtree-backend", "env-triton-sys-path", "env-cc", "jit-compiler")
+    assert got["env-flagtree-backend"][0] == "fail"
+    assert "junk at end of line" in got["env-flagtree-backend"][1]
+    assert got["env-triton-sys-path"] == ("fail", "TRITON_SYS_PATH=/nowhere is not a folder")
+    assert got["env-cc"] == ("fail", "CC=clang-18 but clang-18 is not found")
+    assert got["jit-compiler"] == ("fail", "no C compiler for the JIT (tried clang-18)")
+    unset = statuses(root, {"PATH": "/usr/bin"}, "env-triton-sys-path")
+    assert unset["env-triton-sys-path"][0] == "warn"
+
+
+def test_conda_prefixed_binutils_count(tmp_path: Path) -> None:
+    for tool in ("aarch64-conda-linux-gnu-cc", "aarch64-conda-linux-gnu-as", "aarch64-conda-linux-gnu-ld",
+                 "aarch64-conda-linux-gnu-ar"):  # fmt: skip
+        touch(tmp_path, f"opt/conda/bin/{tool}", executable=True)
+    env = {"PATH": "/opt/conda/bin", "CC": "aarch64-conda-linux-gnu-cc"}
+    assert statuses(tmp_path, env, "binutils", "jit-compiler", "openmp")["binutils"][0] == "ok"
+    assert statuses(tmp_path, env, "openmp")["openmp"] == (
+        "fail",
+        "omp.h and libgomp not found (the kernel launcher is built with -fopenmp)",
+    )
+
+
+def test_incomplete_install_points_at_the_faq(tmp_path: Path) -> None:
+    root = full_tree(tmp_path)
+    (root / SITE / "language/extra/cpu/tle_ops.py").unlink()
+    status, message = statuses(root, GOOD_ENV, "triton-install")["triton-install"]
+    assert status == "fail"
+    assert message.endswith("lacks language/extra/cpu/tle_ops.py (incomplete symlinks, upstream FAQ 4)")
+
+
+def test_missing_flagtree_is_a_warning_and_dependants_skip(tmp_path: Path) -> None:
+    got = statuses(tmp_path, {}, "triton-install", "glibc", "glibcxx", "triton-load")
+    assert [v[0] for v in got.values()] == ["warn", "skip", "skip", "skip"]
+
+
+def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(facts: Facts) -> CheckResult:
+        raise RuntimeError("sysfs went away")
+
+    broken = Check(id="cpu-features", group="cpu", summary="x", run=explode)
+    monkeypatch.setattr(checks, "CHECKS", (broken, *checks.CHECKS[1:]))
+    results = checks.run_checks(checks.select(["cpu-features", "env-cc"]), Facts(System.from_root(None, {})))
+    assert [(r.id, r.status) for r in results] == [("cpu-features", "fail"), ("env-cc", "ok")]
+    assert results[0].message == "the check crashed: RuntimeError: sysfs went away"
+
+
+def test_a_crash_in_shared_facts_fails_each_dependant_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flagtree_feedstock.doctor import cpu  # noqa: PLC0415
+
+    def broken(system: System) -> None:
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(cpu, "find_cpu", broken)
+    got = statuses(tmp_path, {}, "cpu-features", "core-types", "env-cc")
+    assert got["cpu-features"] == ("fail", "the check crashed: OSError: no /proc")
+    assert got["core-types"][0] == "fail"
+    assert got["env-cc"][0] == "ok"
+
+
+def test_list_and_unknown_names(capsys: pytest.CaptureFixture[str]) -> None:
+    console = Console(record=True, width=200)
+    assert main(["--list"], console=console) == 0
+    assert [line.split()[0] for line in console.export_text().splitlines()] == list(CHECK_IDS)
+    assert main(["glibcxxx"]) == 2
+    assert capsys.readouterr().err == (
+        "flagtree-doctor: error: no check named 'glibcxxx' (fix: did you mean glibcxx? see flagtree-doctor --list)\n"
+    )
+
+
+def test_flagtree_feedstock_doctor_delegates() -> None:
+    console = Console(record=True, width=200)
+    assert feedstock_cli.main(["doctor", "--list"], console=console) == 0
+    assert "cpu-features" in console.export_text()
+
+
+def test_base_import_stays_light() -> None:
+    code = (
+        "import sys, flagtree_feedstock.doctor.cli, flagtree_feedstock.verify.cli;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'rattler', 'rattler_build', 'yaml', 'torch', 'triton'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_hwcap_decoding_matches_qemu_cortex_a76() -> None:
+    # getauxval values printed by a Debian arm64 python under qemu-aarch64-static -cpu cortex-a76.
+    assert decode_hwcaps(0x119FFB, 0) == {"asimd", "fphp", "asimdhp", "asimddp"}
+    assert decode_hwcaps(0x415FFB, 0) == {"asimd", "fphp", "asimdhp", "sve"}  # -cpu a64fx
+    assert decode_hwcaps(1 << 22, 1 << 1 | 1 << 13 | 1 << 14) == {"sve", "sve2", "i8mm", "bf16"}
+
+
+def test_cpu_lists_and_capacity_only_classes() -> None:
+    assert format_cpu_list([7, 0, 1, 2, 5, 8]) == "0-2,5,7-8"
+    assert format_cpu_list([3]) == "3"
+    cores = tuple(
+        Core(cpu=i, capacity=cap, implementer=None, part=None, governor=None)
+        for i, cap in enumerate([1024, 1024, 512, 512, 1024])
+    )
+    layout = classify(cores)
+    assert (layout.big, layout.little, layout.taskset, layout.basis) == (
+        (0, 1, 4),
+        (2, 3),
+        "0-1,4",
+        "cpu_capacity",
+    )
+
+
+def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
+    from flagtree_feedstock.doctor.runtime import _load_verdict  # noqa: PLC0415
+
+    killed = _load_verdict("triton-load", -4, "", "")
+    assert (killed.status, killed.message) == (
+        "fail",
+        "loading triton._C.libtriton was killed by SIGILL (an instruction this CPU lacks: see cpu-features)",
+    )
+    glibcxx = _load_verdict("triton-load", 1, "", "ImportError: version `GLIBCXX_3.4.32' not found\n")
+    assert (
+        glibcxx.message
+        == "triton._C.libtriton does not load: ImportError: version `GLIBCXX_3.4.32' not found"
+    )
+    partial = _load_verdict("triton-load", 0, '{"missing": ["create_cpu_swiglu"]}\n', "")
+    assert (partial.status, partial.message) == ("fail", "libtriton lacks the TLE builders create_cpu_swiglu")
+    assert _load_verdict("triton-load", 0, '{"missing": []}\n', "").status == "ok"

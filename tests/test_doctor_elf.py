@@ -1,0 +1,183 @@
+"""The stdlib ELF reader and the GLIBC/GLIBCXX checks, on shared objects built here with gcc."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from flagtree_feedstock.doctor import elf
+from flagtree_feedstock.doctor.cli import main
+from flagtree_feedstock.doctor.glibc import loaded_libraries, resolve_library
+from flagtree_feedstock.doctor.model import System
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build test ELF files")
+
+SITE = "opt/conda/lib/python3.11/site-packages/triton"
+HOST_LIBC = next(
+    (
+        p
+        for p in (Path("/lib/x86_64-linux-gnu/libc.so.6"), Path("/lib/aarch64-linux-gnu/libc.so.6"))
+        if p.exists()
+    ),
+    None,
+)
+TRIPLET = HOST_LIBC.parent.name if HOST_LIBC else ""
+
+
+def cc(*args: str | Path, compiler: str = "gcc") -> None:
+    subprocess.run([compiler, *map(str, args)], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A fake libstdc++ in a new (GLIBCXX_3.4.99) and an old (GLIBCXX_3.4) flavour, and a user of it."""
+    work = tmp_path_factory.mktemp("elf")
+    (work / "std.c").write_text("int fake_old(void) { return 0; }\nint fake_new(void) { return 1; }\n")
+    (work / "new.map").write_text(
+        "GLIBCXX_3.4 { global: fake_old; local: *; };\nGLIBCXX_3.4.99 { global: fake_new; } GLIBCXX_3.4;\n"
+    )
+    (work / "old.map").write_text("GLIBCXX_3.4 { global: fake_old; local: *; };\n")
+    for flavour in ("new", "old"):
+        (work / flavour).mkdir()
+        cc("-shared", "-fPIC", "-Wl,-soname,libstdc++.so.6", f"-Wl,--version-script={work}/{flavour}.map",
+           work / "std.c", "-o", work / flavour / "libstdc++.so.6")  # fmt: skip
+    (work / "user.c").write_text(
+        '#include <stdio.h>\nextern int fake_new(void);\nint use(void) { puts("x"); return fake_new(); }\n'
+    )
+    cc("-shared", "-fPIC", work / "user.c", f"-L{work}/new", "-l:libstdc++.so.6", "-o", work / "libtriton.so")
+    cc("-shared", "-fPIC", work / "user.c", f"-L{work}/new", "-l:libstdc++.so.6", "-Wl,-rpath,$ORIGIN/../../../..",
+       "-o", work / "libtriton-runpath.so")  # fmt: skip
+    return {"work": work, "user": work / "libtriton.so", "runpath": work / "libtriton-runpath.so"}
+
+
+def readelf_needs(path: Path) -> dict[str, set[str]]:
+    """`readelf -V`'s "Version needs" section, as {file: {names}}."""
+    text = subprocess.run(["readelf", "-V", str(path)], capture_output=True, text=True, check=True).stdout
+    needs: dict[str, set[str]] = {}
+    current = None
+    for line in text.split("Version needs section")[1].splitlines():
+        if match := re.search(r"File: (\S+)", line):
+            current = needs.setdefault(match.group(1), set())
+        elif (match := re.search(r"Name: (\S+)", line)) and current is not None:
+            current.add(match.group(1))
+    return needs
+
+
+def test_version_needs_match_readelf(built: dict[str, Path]) -> None:
+    needs = elf.version_needs(built["user"])
+    assert needs["libstdc++.so.6"] == {"GLIBCXX_3.4.99"}
+    assert any(name.startswith("GLIBC_2.") for name in needs["libc.so.6"])
+    if shutil.which("readelf"):
+        assert {k: set(v) for k, v in needs.items()} == readelf_needs(built["user"])
+
+
+def test_definitions_and_dynamic_entries(built: dict[str, Path]) -> None:
+    work = built["work"]
+    assert elf.version_definitions(work / "new/libstdc++.so.6") == {
+        "libstdc++.so.6",
+        "GLIBCXX_3.4",
+        "GLIBCXX_3.4.99",
+    }
+    assert elf.version_definitions(work / "old/libstdc++.so.6") == {"libstdc++.so.6", "GLIBCXX_3.4"}
+    info = elf.dynamic_info(built["runpath"])
+    assert "libstdc++.so.6" in info.needed
+    assert info.runpath == ("$ORIGIN/../../../..",)
+    assert elf.version_key("GLIBCXX_3.4.30") == (3, 4, 30)
+    assert elf.version_key("GLIBC_PRIVATE") == ()
+    with pytest.raises(elf.ElfError):
+        elf.version_needs(work / "std.c")
+
+
+@pytest.mark.skipif(HOST_LIBC is None, reason="needs a Debian-style multiarch libc")
+def test_real_libc_defines_what_the_test_library_needs(built: dict[str, Path]) -> None:
+    assert HOST_LIBC is not None
+    defined = elf.version_definitions(HOST_LIBC)
+    assert elf.version_needs(built["user"])["libc.so.6"] <= defined
+
+
+def make_root(root: Path, built: dict[str, Path], *, binary: str, libstdcxx: str, where: str) -> Path:
+    assert HOST_LIBC is not None
+    (root / SITE / "_C").mkdir(parents=True)
+    shutil.copy(built[binary], root / SITE / "_C/libtriton.so")
+    (root / f"lib/{TRIPLET}").mkdir(parents=True)
+    shutil.copy(HOST_LIBC, root / f"lib/{TRIPLET}/libc.so.6")
+    (root / where).mkdir(parents=True, exist_ok=True)
+    shutil.copy(built["work"] / libstdcxx / "libstdc++.so.6", root / where / "libstdc++.so.6")
+    return root
+
+
+RULE = "─" * 160
+GLIBCXX_TRANSCRIPT = f"""\
+check     status   message                                                                 fix
+{RULE}
+glibcxx   fail     libtriton.so needs GLIBCXX_3.4.99 from /opt/old/libstdc++.so.6, which   conda install -c conda-forge libstdcxx-ng libgcc-ng, and keep older
+                   has up to GLIBCXX_3.4                                                   libstdc++ folders off LD_LIBRARY_PATH (or import triton before other
+                                                                                           C++ extensions)
+"""
+
+
+@pytest.mark.skipif(HOST_LIBC is None, reason="needs a Debian-style multiarch libc")
+def test_old_libstdcxx_fails_with_the_exact_report(
+    tmp_path: Path, built: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_root(tmp_path, built, binary="user", libstdcxx="old", where="opt/old")
+    monkeypatch.setenv("NO_COLOR", "1")
+    console = Console(record=True, width=160, highlight=False, force_terminal=False)
+    assert main(["--root", str(root), "glibcxx"], env={"LD_LIBRARY_PATH": "/opt/old"}, console=console) == 1
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+    assert text == GLIBCXX_TRANSCRIPT
+
+    console = Console(record=True, width=300)
+    assert main(["--root", str(root), "--json", "glibc"], env={}, console=console) == 0
+    (check,) = json.loads(console.export_text())["checks"]
+    assert check["status"] == "ok"
+    assert check["message"].startswith("libc.so.6 GLIBC_2.")
+
+
+@pytest.mark.skipif(HOST_LIBC is None, reason="needs a Debian-style multiarch libc")
+def test_runpath_and_library_path_find_the_newer_copy(tmp_path: Path, built: dict[str, Path]) -> None:
+    # $ORIGIN/../../../.. from opt/conda/lib/python3.11/site-packages/triton/_C is opt/conda/lib.
+    root = make_root(tmp_path / "a", built, binary="runpath", libstdcxx="new", where="opt/conda/lib")
+    shutil.copy(built["work"] / "old/libstdc++.so.6", root / f"lib/{TRIPLET}/libstdc++.so.6")
+    console = Console(record=True, width=300)
+    assert main(["--root", str(root), "--json", "glibcxx"], env={}, console=console) == 0
+    assert (
+        json.loads(console.export_text())["checks"][0]["message"]
+        == "libstdc++.so.6 GLIBCXX_3.4.99 <= GLIBCXX_3.4.99"
+    )
+
+    root = make_root(tmp_path / "b", built, binary="user", libstdcxx="new", where="opt/newer")
+    shutil.copy(built["work"] / "old/libstdc++.so.6", root / f"lib/{TRIPLET}/libstdc++.so.6")
+    env = {"LD_LIBRARY_PATH": "/opt/newer"}
+    assert main(["--root", str(root), "glibcxx"], env=env, console=Console(record=True)) == 0
+    assert main(["--root", str(root), "glibcxx"], env={}, console=Console(record=True)) == 1
+
+
+def test_live_process_reuses_its_loaded_libc(built: dict[str, Path]) -> None:
+    system = System.from_root(None, {})
+    loaded = loaded_libraries(system)
+    found = resolve_library(system, "libc.so.6", built["user"], elf.dynamic_info(built["user"]), loaded)
+    assert found is not None
+    assert found in loaded
+
+
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None, reason="needs gcc-aarch64-linux-gnu")
+def test_cross_built_aarch64_library(tmp_path: Path) -> None:
+    source = tmp_path / "k.c"
+    source.write_text(
+        '#include <math.h>\n#include <stdio.h>\ndouble f(double x) { puts("k"); return exp(x); }\n'
+    )
+    cc("-shared", "-fPIC", source, "-lm", "-o", tmp_path / "k.so", compiler="aarch64-linux-gnu-gcc")
+    info = elf.dynamic_info(tmp_path / "k.so")
+    assert info.machine == elf.EM_AARCH64
+    assert {"libc.so.6", "libm.so.6"} <= set(info.needed)
+    needs = elf.version_needs(tmp_path / "k.so")
+    assert "GLIBC_2.17" in needs["libc.so.6"]  # the first aarch64 glibc
+    if shutil.which("readelf"):
+        assert {k: set(v) for k, v in needs.items()} == readelf_needs(tmp_path / "k.so")

@@ -1,0 +1,132 @@
+"""flagtree-doctor --root on the recorded machine trees: exact JSON fields and check statuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from flagtree_feedstock.doctor.cli import main
+
+DATA = Path(__file__).parent / "data" / "doctor"
+CPU_CHECKS = ["cpu-features", "sve-vector-length", "core-types", "cpufreq-governor"]
+ARMV9 = ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "sve2", "svebf16", "svei8mm"]
+
+# machine -> (features, sve bits, big, little, taskset, statuses of CPU_CHECKS)
+EXPECTED = {
+    "cix-p1-orion-o6": (ARMV9, 128, list(range(4, 12)), [0, 1, 2, 3], "4-11", ["ok", "ok", "warn", "warn"]),
+    "neoverse-v1-graviton3": (
+        ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "svebf16", "svei8mm"],
+        256,
+        list(range(16)),
+        [],
+        None,
+        ["fail", "fail", "ok", "skip"],
+    ),
+    "neoverse-n2": (ARMV9, 128, list(range(8)), [], None, ["ok", "ok", "ok", "ok"]),
+    "a64fx": (
+        ["asimd", "asimdhp", "fphp", "sve"],
+        512,
+        list(range(48)),
+        [],
+        None,
+        ["fail", "fail", "ok", "ok"],
+    ),
+    "qemu-max": ([*ARMV9[:6], "sme", *ARMV9[6:]], 512, [0, 1, 2, 3], [], None, ["ok", "fail", "ok", "skip"]),
+}
+
+
+def run_json(args: list[str], env: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+    console = Console(record=True, width=200, no_color=True, highlight=False)
+    status = main([*args, "--json"], env=env or {"PATH": "/usr/bin:/bin"}, console=console)
+    return status, json.loads(console.export_text())
+
+
+@pytest.mark.parametrize("machine", sorted(EXPECTED))
+def test_machine_tree(machine: str) -> None:
+    features, bits, big, little, taskset, statuses = EXPECTED[machine]
+    status, report = run_json(["--root", str(DATA / machine), *CPU_CHECKS])
+    assert report["schema_version"] == "1"
+    assert report["machine"] == "aarch64"
+    assert report["features"] == features
+    assert report["sve_vector_bits"] == bits
+    assert report["big_cores"] == big
+    assert report["little_cores"] == little
+    assert report["taskset"] == taskset
+    checks = report["checks"]
+    assert isinstance(checks, list)
+    assert [c["id"] for c in checks] == CPU_CHECKS
+    assert [c["status"] for c in checks] == statuses
+    assert status == (1 if "fail" in statuses else 0)
+    for check in checks:  # every problem comes with its one-line fix
+        assert (check["fix"] is not None) == (check["status"] in ("warn", "fail"))
+        assert "\n" not in (check["fix"] or "")
+
+
+def test_big_little_advice_names_the_cores_and_the_taskset_line() -> None:
+    _, report = run_json(["--root", str(DATA / "cix-p1-orion-o6"), "core-types", "cpufreq-governor"])
+    checks = {c["id"]: c for c in report["checks"]}  # type: ignore[union-attr]
+    assert checks["core-types"]["fix"] == "OMP_NUM_THREADS=8 taskset -c 4-11 python ..."
+    assert "big Cortex-A720 on CPUs 4-11, little Cortex-A520 on CPUs 0-3" in checks["core-types"]["message"]
+    assert checks["cpufreq-governor"]["fix"] == "sudo cpupower -c 4-11 frequency-set -g performance"
+    assert report["cores"][0] == {"cpu": 0, "model": "Cortex-A520", "capacity": 279, "governor": "schedutil"}  # type: ignore[index]
+
+
+def test_every_processor_block_is_read(tmp_path: Path) -> None:
+    """A feature one core lacks is not reported; cores come from cpuinfo when sysfs has no MIDR."""
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    blocks = []
+    for cpu, (part, extra) in enumerate([(0xD80, " sve2"), (0xD80, " sve2"), (0xD81, ""), (0xD81, " sve2")]):
+        blocks.append(
+            f"processor\t: {cpu}\nFeatures\t: fp asimd asimddp sve{extra}\n"
+            f"CPU implementer\t: 0x41\nCPU part\t: {part:#05x}\n"
+        )
+        (root / f"sys/devices/system/cpu/cpu{cpu}").mkdir(parents=True)
+    (root / "proc/cpuinfo").write_text("\n".join(blocks) + "\nHardware\t: test board\n")
+    _, report = run_json(["--root", str(root), "cpu-features"])
+    assert report["features"] == ["asimd", "asimddp", "sve"]
+    assert report["big_cores"] == [2, 3]
+    assert report["little_cores"] == [0, 1]
+    assert report["taskset"] == "2-3"
+
+
+A64FX_TRANSCRIPT = """\
+CPU features: asimd asimdhp fphp sve, SVE 512-bit
+cores: 48, all alike
+check               status   message                                       fix
+────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+cpu-features        fail     libtriton, TritonCPURuntime and JIT kernels   use an Armv9 CPU with SVE2, i8mm and bf16
+                             needs asimddp, bf16, i8mm, sve2, svebf16,     (Neoverse N2/V2, Cortex-A710/A720/X2 or
+                             svei8mm                                       newer)
+                             (-march=armv9-a+sve2+i8mm+bf16+fp16+dotprod
+                             -msve-vector-bits=128); TLE NEON objects
+                             (libtle_neon.a) needs asimddp, bf16, i8mm
+                             (-march=armv8.2-a+dotprod+i8mm+bf16): its
+                             code stops with SIGILL here
+sve-vector-length   fail     SVE vectors are 512 bits; the package is      echo 16 | sudo tee
+                             built with -msve-vector-bits=128, whose       /proc/sys/abi/sve_default_vector_length, then
+                             code is only right at 128 bits                start a new shell
+core-types          ok       48 cores, all alike (A64FX)
+cpufreq-governor    ok       performance
+"""
+
+
+def test_human_report_transcript_under_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    console = Console(record=True, width=120, highlight=False, force_terminal=False)
+    status = main(["--root", str(DATA / "a64fx"), *CPU_CHECKS], env={}, console=console)
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+    assert text == A64FX_TRANSCRIPT
+    assert status == 1
+
+
+def test_bad_root_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["--root", str(tmp_path / "missing")])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"flagtree-doctor: error: --root {tmp_path / 'missing'} is not a folder "
+        "(fix: pass the top of a recorded tree (it holds proc/ and sys/))\n"
+    )
