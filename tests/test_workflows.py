@@ -266,7 +266,9 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
     pythons = yaml.safe_load(outputs["pythons"])
     cpu = [o for o in rendered if o.name == workflow["env"]["CPU_OUTPUT"]]
     assert pythons == [o.python for o in cpu]
-    assert pythons == yaml.safe_load((ROOT / "conda_build_config.yaml").read_text())["python"]
+    # The variant file's entries carry a build-string glob ("3.12.* *_cpython"); the versions must agree.
+    variant_file = yaml.safe_load((ROOT / "conda_build_config.yaml").read_text())["python"]
+    assert [p.split(".*")[0] for p in pythons] == [str(v).split(".*")[0] for v in variant_file]
     (llvm,) = {
         f"{o.name}-{o.version}-{o.build_string}" for o in rendered if o.name == workflow["env"]["LLVM_OUTPUT"]
     }
