@@ -28,9 +28,18 @@ for licence in LICENSE "${cpu_rel}/LICENSE" sleef/LICENSE.txt; do
 done
 
 # Cross-compiling: FlagTree's CMake does not see conda's CMAKE_ARGS, and its aarch64 -march block and LLVM
-# link list follow CMAKE_SYSTEM_PROCESSOR; issue 6 passes the toolchain through TRITON_APPEND_CMAKE_ARGS.
+# link list follow CMAKE_SYSTEM_PROCESSOR, so the cross toolchain goes in through TRITON_APPEND_CMAKE_ARGS
+# (below). FlagTree runs flagtree-llvm's mlir-tblgen/llvm-tblgen from $PREFIX, which are target binaries:
+# they run only under an emulator (qemu-user via binfmt, CROSSCOMPILING_EMULATOR), so check that first.
+cross_cmake_args=""
 if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
-  die "cross-compiling ${build_platform} -> ${target_platform} is not supported yet"
+  [[ -n "${CROSSCOMPILING_EMULATOR:-}" ]] \
+    || die "cross-compiling ${build_platform} -> ${target_platform} needs CROSSCOMPILING_EMULATOR (qemu-user)"
+  # The target's loader and libraries, for binaries qemu-user runs.
+  export QEMU_LD_PREFIX="${QEMU_LD_PREFIX:-${BUILD_PREFIX:-}/${HOST:-}/sysroot}"
+  "${PREFIX}/bin/mlir-tblgen" --version >/dev/null \
+    || die "flagtree-llvm's mlir-tblgen does not run here (is qemu-user registered with binfmt_misc?)"
+  cross_cmake_args="${CMAKE_ARGS:-} -DCMAKE_CROSSCOMPILING_EMULATOR=${CROSSCOMPILING_EMULATOR}"
 fi
 
 # sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by the
@@ -74,8 +83,9 @@ export FLAGTREE_CACHE_DIR="${scratch}/flagtree-cache"
 export FLAGTREE_BACKEND=cpu
 export MAX_JOBS="${CPU_COUNT}"
 
-# `cmake --install` of the build (sleef's install rules) goes into the work dir, never /usr/local or $PREFIX.
-export TRITON_APPEND_CMAKE_ARGS="-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install"
+# `cmake --install` of the build (sleef's install rules) goes into the work dir, never /usr/local or $PREFIX;
+# last, so it wins over the -DCMAKE_INSTALL_PREFIX that conda's CMAKE_ARGS carries in a cross build.
+export TRITON_APPEND_CMAKE_ARGS="${cross_cmake_args:+${cross_cmake_args} }-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install"
 
 # The wheel's version is the package's (setup.py's own default says 0.5.0).
 export FLAGTREE_WHEEL_VERSION="${PKG_VERSION}"

@@ -45,10 +45,36 @@ cmake_args=(
   -DCMAKE_INSTALL_LIBDIR=lib
 )
 
-# Cross-compiling needs native tablegen first (triton-feedstock's build-native step); issue 6 adds it here.
+# Cross-compiling (build_platform != target_platform, e.g. conda-forge's linux_64 -> linux_aarch64): LLVM runs
+# its tablegens while it builds, so they are built first for the build machine, with its compilers, in a
+# native sub-build (as conda-forge's triton-feedstock does), and the cross build is pointed at them.
+# CMAKE_ARGS, from conda's compiler activation, already carries the cross toolchain (CMAKE_SYSTEM_NAME,
+# CMAKE_SYSTEM_PROCESSOR, the find-root path); LLVM's host triple is the target's, not this machine's.
 if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
-  echo "build-llvm.sh: cross-compiling ${build_platform} -> ${target_platform} is not supported yet" >&2
-  exit 1
+  [[ -n "${CC_FOR_BUILD:-}" && -n "${CXX_FOR_BUILD:-}" ]] || {
+    echo "build-llvm.sh: cross-compiling needs CC_FOR_BUILD and CXX_FOR_BUILD (conda's cross compilers set them)" >&2
+    exit 1
+  }
+  native="${SRC_DIR}/llvm-build-native"
+  cmake -S "${src}/llvm" -B "${native}" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER="${CC_FOR_BUILD}" \
+    -DCMAKE_CXX_COMPILER="${CXX_FOR_BUILD}" \
+    -DLLVM_ENABLE_PROJECTS=mlir \
+    -DLLVM_TARGETS_TO_BUILD=AArch64 \
+    -DLLVM_ENABLE_ZLIB=OFF \
+    -DLLVM_ENABLE_ZSTD=OFF \
+    -DLLVM_ENABLE_LIBXML2=OFF \
+    -DLLVM_ENABLE_TERMINFO=OFF
+  # The tools LLVM and MLIR run during their own build.
+  cmake --build "${native}" --parallel "${CPU_COUNT}" --target \
+    llvm-tblgen mlir-tblgen mlir-linalg-ods-yaml-gen mlir-src-sharder mlir-pdll
+  cmake_args+=(
+    -DCMAKE_CROSSCOMPILING=ON
+    -DLLVM_NATIVE_TOOL_DIR="${native}/bin"
+    -DLLVM_HOST_TRIPLE="${HOST/conda/unknown}"
+    -DLLVM_DEFAULT_TARGET_TRIPLE="${HOST/conda/unknown}"
+  )
 fi
 
 cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}"

@@ -57,9 +57,10 @@ def first_variant(python: str = PYTHONS[0]) -> dict[str, Any]:
     return chosen
 
 
-def select_lines(text: str, target: str) -> str:
-    """Drop each line whose `# [selector]` is false for ``target``, as conda-build does."""
-    namespace = {"osx": False, "win": False, **_PLATFORM_NAMES[target]}
+def select_lines(text: str, target: str, build: str | None = None) -> str:
+    """Drop each line whose `# [selector]` is false for ``target`` (built on ``build``), as conda-build does."""
+    namespace: dict[str, object] = {"osx": False, "win": False, **_PLATFORM_NAMES[target]}
+    namespace |= {"target_platform": target, "build_platform": build or target}
     kept = []
     for line in text.splitlines():
         match = _SELECTOR.match(line)
@@ -70,8 +71,8 @@ def select_lines(text: str, target: str) -> str:
     return "\n".join(kept) + "\n"
 
 
-def render_meta(target: str = TARGET, python: str = PYTHONS[0]) -> dict[str, Any]:
-    """meta.yaml for ``target`` and one python variant, as a dict."""
+def render_meta(target: str = TARGET, python: str = PYTHONS[0], build: str | None = None) -> dict[str, Any]:
+    """meta.yaml for ``target`` (built on ``build``, default: natively) and one python variant, as a dict."""
     import jinja2  # noqa: PLC0415 - a test dependency only
 
     variant = first_variant(python)
@@ -94,14 +95,18 @@ def render_meta(target: str = TARGET, python: str = PYTHONS[0]) -> dict[str, Any
         pin_subpackage=pin_subpackage,
         PKG_HASH="h0000000",
         PYTHON="$PYTHON",
+        target_platform=target,
+        build_platform=build or target,
     )
-    data = yaml.safe_load(select_lines(text, target))
+    data = yaml.safe_load(select_lines(text, target, build))
     assert isinstance(data, dict)
     return data
 
 
-def meta_outputs(target: str = TARGET, python: str = PYTHONS[0]) -> dict[str, dict[str, Any]]:
-    return {o["name"]: o for o in render_meta(target, python)["outputs"]}
+def meta_outputs(
+    target: str = TARGET, python: str = PYTHONS[0], build: str | None = None
+) -> dict[str, dict[str, Any]]:
+    return {o["name"]: o for o in render_meta(target, python, build)["outputs"]}
 
 
 def as_list(value: Any) -> list[Any]:

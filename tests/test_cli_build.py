@@ -245,3 +245,41 @@ def test_conda_build_tool_missing(
         "(fix: conda install -n base conda-build, or use the default --tool rattler-build)"
     )
     assert _leftovers(out) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "emulator", "strategy"),
+    [
+        ((), None, "native"),
+        (("--no-test",), "/usr/bin/qemu-aarch64-static", "skip"),
+        (("--target-platform", "linux-aarch64", "--build-platform", "linux-64"), None, "native"),
+        (
+            ("--target-platform", "linux-aarch64", "--build-platform", "linux-64"),
+            "/usr/bin/qemu-aarch64-static",
+            "native-and-emulated",
+        ),
+    ],
+)
+def test_cross_builds_run_their_tests_only_under_an_emulator(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: tuple[str, ...],
+    emulator: str | None,
+    strategy: str,
+) -> None:
+    from flagtree_feedstock import build  # noqa: PLC0415
+
+    seen = []
+    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
+    monkeypatch.setattr(build, "run_plan", lambda plan, settings, on_step=None: seen.append(settings) or [])
+    if emulator:
+        monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)
+    else:
+        monkeypatch.delenv("CROSSCOMPILING_EMULATOR", raising=False)
+    args = _args("toy-multi", tmp_path / "channel", "--target-platform", "linux-64", *extra)
+    assert main(args) == 0
+    (settings,) = seen
+    assert settings.test_strategy == strategy
+    import rattler_build  # noqa: PLC0415
+
+    rattler_build.ToolConfiguration(test_strategy=settings.test_strategy)  # the engine accepts the name

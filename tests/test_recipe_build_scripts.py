@@ -243,36 +243,70 @@ def test_build_flagtree_fails_when_pip_left_a_library_out(standin):
     assert "libsleef.so is missing" in result.stderr
 
 
-@pytest.mark.parametrize("script", ["build-flagtree.sh", "build-llvm.sh"])
-def test_cross_compiling_is_refused_for_now(standin, script):
-    result = standin.run(script, build_platform="linux-64")
-    assert result.returncode != 0
-    assert "cross-compiling linux-64 -> linux-aarch64 is not supported yet" in result.stderr
-    assert standin.calls("cmake") == [] and standin.calls("python") == []
+CROSS = {
+    "build_platform": "linux-64",
+    "HOST": "aarch64-conda-linux-gnu",
+    "CC_FOR_BUILD": "/build/bin/x86_64-conda-linux-gnu-cc",
+    "CXX_FOR_BUILD": "/build/bin/x86_64-conda-linux-gnu-c++",
+}
 
 
-def test_build_llvm_configures_builds_and_installs_into_prefix(standin):
-    result = standin.run("build-llvm.sh")
+def test_build_llvm_cross_builds_native_tablegens_first(standin):
+    result = standin.run("build-llvm.sh", **CROSS)
     assert result.returncode == 0, result.stderr
-    configure, build, install = (call["argv"] for call in standin.calls("cmake"))
-    llvm_build = str(standin.src / "llvm-build")
-    assert configure[:4] == ["-S", str(standin.src / "llvm-project" / "llvm"), "-B", llvm_build]
-    assert configure[4:7] == shlex.split(CONDA_CMAKE_ARGS)  # conda's toolchain first ...
-    defines = dict(a[2:].split("=", 1) for a in configure if a.startswith("-D"))  # ... ours win (last)
-    assert defines["CMAKE_INSTALL_PREFIX"] == str(standin.prefix)
-    assert defines["LLVM_TARGETS_TO_BUILD"] == "AArch64"
-    assert defines["LLVM_ENABLE_PROJECTS"] == "mlir"
-    assert defines["CMAKE_BUILD_TYPE"] == "Release"
-    assert defines["BUILD_SHARED_LIBS"] == "OFF"
-    for off in (
-        "LLVM_INCLUDE_TESTS",
-        "MLIR_INCLUDE_TESTS",
-        "LLVM_INCLUDE_BENCHMARKS",
-        "LLVM_INCLUDE_EXAMPLES",
-    ):
-        assert defines[off] == "OFF", off
-    assert defines["LLVM_BUILD_TOOLS"] == "OFF"
-    assert defines["LLVM_INSTALL_UTILS"] == "ON"  # llvm-tblgen / mlir-tblgen for FlagTree's CMake
-    assert configure[configure.index("-G") + 1] == "Ninja"
-    assert build == ["--build", llvm_build, "--parallel", "3"]
-    assert install == ["--install", llvm_build]
+    native_configure, native_build, configure, build, install = [c["argv"] for c in standin.calls("cmake")]
+    native = str(standin.src / "llvm-build-native")
+    assert native_configure[:4] == ["-S", str(standin.src / "llvm-project" / "llvm"), "-B", native]
+    assert f"-DCMAKE_C_COMPILER={CROSS['CC_FOR_BUILD']}" in native_configure
+    assert f"-DCMAKE_CXX_COMPILER={CROSS['CXX_FOR_BUILD']}" in native_configure
+    assert not set(shlex.split(CONDA_CMAKE_ARGS)) & set(native_configure)  # not the cross toolchain
+    assert native_build[:2] == ["--build", native]
+    assert {"llvm-tblgen", "mlir-tblgen"} <= set(native_build)
+    # The cross build: conda's CMAKE_ARGS, then ours, pointed at the native tools, for the target triple.
+    assert configure[4:7] == shlex.split(CONDA_CMAKE_ARGS)
+    assert "-DCMAKE_CROSSCOMPILING=ON" in configure
+    assert f"-DLLVM_NATIVE_TOOL_DIR={native}/bin" in configure
+    assert "-DLLVM_HOST_TRIPLE=aarch64-unknown-linux-gnu" in configure
+    assert build[:2] == ["--build", str(standin.src / "llvm-build")]
+    assert install[0] == "--install"
+
+
+def test_build_llvm_natively_has_no_sub_build(standin):
+    assert standin.run("build-llvm.sh").returncode == 0
+    configure, _build, _install = [c["argv"] for c in standin.calls("cmake")]
+    assert not any("NATIVE_TOOL_DIR" in a or "CROSSCOMPILING" in a for a in configure)
+
+
+def test_build_llvm_cross_needs_the_build_compilers(standin):
+    result = standin.run("build-llvm.sh", **{**CROSS, "CC_FOR_BUILD": ""})
+    assert result.returncode != 0
+    assert "cross-compiling needs CC_FOR_BUILD and CXX_FOR_BUILD" in result.stderr
+    assert standin.calls("cmake") == []
+
+
+def test_build_flagtree_cross_needs_an_emulator(standin):
+    result = standin.run("build-flagtree.sh", **CROSS)
+    assert result.returncode != 0
+    assert "cross-compiling linux-64 -> linux-aarch64 needs CROSSCOMPILING_EMULATOR" in result.stderr
+    assert standin.calls("python") == []
+
+
+def test_build_flagtree_cross_passes_the_toolchain_to_cmake(standin):
+    # flagtree-llvm's tablegen, run "under the emulator": here a stand-in that answers --version.
+    _write(standin.prefix / "bin" / "mlir-tblgen", "#!/bin/sh\necho mlir-tblgen\n", 0o755)
+    emulator = "/usr/bin/qemu-aarch64-static"
+    result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR=emulator)
+    assert result.returncode == 0, result.stderr
+    env = standin.calls("python")[0]["env"]
+    args = shlex.split(env["TRITON_APPEND_CMAKE_ARGS"])
+    assert args[:3] == shlex.split(CONDA_CMAKE_ARGS)
+    assert f"-DCMAKE_CROSSCOMPILING_EMULATOR={emulator}" in args
+    # Our install prefix comes last, so it wins over the one in conda's CMAKE_ARGS.
+    assert args[-1] == f"-DCMAKE_INSTALL_PREFIX={standin.src / '_flagtree_build' / 'cmake-install'}"
+
+
+def test_build_flagtree_cross_stops_when_the_tablegen_cannot_run(standin):
+    _write(standin.prefix / "bin" / "mlir-tblgen", "#!/bin/sh\nexit 126\n", 0o755)
+    result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR="/usr/bin/qemu-aarch64-static")
+    assert result.returncode != 0
+    assert "flagtree-llvm's mlir-tblgen does not run here" in result.stderr

@@ -29,7 +29,7 @@ from flagtree_feedstock.render import render
 @cache
 def _v1_outputs(python: str) -> dict[str, dict[str, Any]]:
     """The rendered v1 outputs of one python variant, as plain dicts."""
-    rendered = render(RECIPE_V1, VARIANTS, target=TARGET)
+    rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)  # native, whatever this host is
     chosen = {}
     for output in rendered:
         if output.python in (None, python):
@@ -153,3 +153,12 @@ def test_same_outputs_skipped_on_linux_64():
         name for name, o in meta_outputs(target="linux-64").items() if not (o.get("build") or {}).get("skip")
     }
     assert v1 == meta == {"flagtree-doctor"}
+
+
+def test_same_cross_requirements():
+    # linux-64 -> linux-aarch64, as conda-forge cross-compiles: both recipes add the same build requirements.
+    rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build="linux-64")
+    v1 = next(o for o in rendered if o.name == "flagtree-cpu").engine_variant.recipe.to_dict()["requirements"]
+    meta = meta_outputs(build="linux-64")["flagtree-cpu"]["requirements"]
+    assert requirement_strings(v1["build"]) == requirement_strings(meta["build"])
+    assert "cross-python_linux-aarch64" in requirement_strings(meta["build"])

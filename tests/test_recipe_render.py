@@ -83,3 +83,13 @@ def test_flagtree_cpu_pins_its_siblings_exactly():
 def test_linux_64_skips_the_aarch64_outputs(name):
     assert _by_name("linux-64", name) == []
     assert {o.name for o in _rendered("linux-64")} == {"flagtree-doctor"}
+
+
+@pytest.mark.parametrize(("build", "cross"), [("linux-64", True), ("linux-aarch64", False)])
+def test_cross_python_only_when_cross_compiling(build, cross):
+    rendered = render(RECIPE_V1, VARIANTS, target="linux-aarch64", build=build)
+    cpu = next(o for o in rendered if o.name == "flagtree-cpu")
+    requirements = [str(r) for r in cpu.engine_variant.recipe.to_dict()["requirements"]["build"]]
+    added = ["python", "cross-python_linux-aarch64", "pybind11 >=2.13.1"]
+    assert all(r in requirements for r in added) is cross
+    assert any(r in requirements for r in added) is cross

@@ -73,6 +73,15 @@ class BuildSettings:
     channels: tuple[str, ...]
     test: bool
     keep_build: bool = False
+    # A cross build whose package tests can run under an emulator (CROSSCOMPILING_EMULATOR, qemu-user).
+    emulated: bool = False
+
+    @property
+    def test_strategy(self) -> str:
+        """The engine's test strategy: ``native`` skips a cross build's tests, unless they can be emulated."""
+        if not self.test:
+            return "skip"
+        return "native-and-emulated" if self.emulated else "native"
 
 
 StepCallback = Callable[[int, int, BuildStep], None]
@@ -91,7 +100,7 @@ def run_plan(
     check_local_channels(settings.channels)
     tool = rb.ToolConfiguration(
         skip_existing="local",
-        test_strategy="native" if settings.test else "skip",
+        test_strategy=settings.test_strategy,
         keep_build=settings.keep_build,
     )
     with staging_dir(settings.channel_dir) as staging:

@@ -84,6 +84,21 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument(
         "-c", "--channel", dest="channels", action="append", default=[], help="extra channel (repeatable)"
     )
+
+    upload = sub.add_parser(
+        "upload", help="upload every package of a channel folder to prefix.dev or anaconda.org"
+    )
+    upload.add_argument("channel_dir", type=Path)
+    upload.add_argument(
+        "--to", required=True, help="prefix (token: $PREFIX_API_KEY) or anaconda ($ANACONDA_API_KEY)"
+    )
+    upload.add_argument(
+        "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
+    )
+    upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
+    upload.add_argument(
+        "--label", dest="labels", action="append", help="anaconda.org label (repeatable) [main]"
+    )
     # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
     sub.add_parser(
         "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
@@ -115,7 +130,7 @@ def main(
     try:
         if args.command == "build":
             return _build(args, env, out, err)
-        return _channel(args, out)
+        return _upload(args, env, out) if args.command == "upload" else _channel(args, out)
     except FeedstockError as exc:
         if args.debug_traceback or env.get("FLAGTREE_FEEDSTOCK_DEBUG"):
             traceback.print_exc()
@@ -156,7 +171,10 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         return 0
     build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
     if options.tool == "rattler-build":
-        published = _build_rattler(options, outputs, err)
+        cross = build_platform != options.target_platform
+        published = _build_rattler(
+            options, outputs, err, emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR"))
+        )
     else:
         from .conda_build import CondaBuildRequest  # noqa: PLC0415
         from .conda_build import build as conda_build  # noqa: PLC0415
@@ -198,7 +216,9 @@ def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
-def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Console) -> list[Path]:
+def _build_rattler(
+    options: BuildOptions, outputs: list[RenderedOutput], err: Console, *, emulated: bool = False
+) -> list[Path]:
     from .build import BuildSettings, BuildStep, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs, pythons=options.pythons, names=options.outputs)
@@ -207,6 +227,7 @@ def _build_rattler(options: BuildOptions, outputs: list[RenderedOutput], err: Co
         channels=options.channels,
         test=options.test,
         keep_build=options.keep_build,
+        emulated=emulated,
     )
     with Progress(
         TextColumn("{task.description}"),
@@ -296,4 +317,21 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
     for pkg in installed:
         table.add_row(pkg.name, pkg.version, pkg.build, pkg.channel)
     out.print(table)
+    return 0
+
+
+def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> int:
+    from .upload import UploadRequest, parse_server, upload_channel  # noqa: PLC0415
+
+    request = UploadRequest(
+        channel_dir=args.channel_dir,
+        server=parse_server(args.to),
+        channel=args.channel,
+        url=args.url,
+        labels=tuple(args.labels or ("main",)),
+    )
+    uploaded = upload_channel(request, env)
+    out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")
+    for package in uploaded:
+        out.print(f"  {package}")
     return 0

