@@ -276,7 +276,7 @@ def test_cross_builds_run_their_tests_only_under_an_emulator(
         monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)
     else:
         monkeypatch.delenv("CROSSCOMPILING_EMULATOR", raising=False)
-    args = _args("toy-multi", tmp_path / "channel", "--target-platform", "linux-64", *extra)
+    args = build_args("toy-multi", tmp_path / "channel", "--target-platform", "linux-64", *extra)
     assert main(args) == 0
     (settings,) = seen
     assert settings.test_strategy == strategy
