@@ -15,6 +15,7 @@ from flagtree_feedstock.doctor import CHECK_IDS, checks
 from flagtree_feedstock.doctor.cli import main
 from flagtree_feedstock.doctor.cpu import Core, classify, decode_hwcaps, format_cpu_list
 from flagtree_feedstock.doctor.model import Check, CheckResult, Facts, System
+from flagtree_feedstock.doctor.target import PATCHED_DEFAULTS
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
 
@@ -84,6 +85,44 @@ def test_environment_problems(tmp_path: Path) -> None:
     assert got["jit-compiler"] == ("fail", "no C compiler for the JIT (tried clang-18)")
     unset = statuses(root, {"PATH": "/usr/bin"}, "env-triton-sys-path")
     assert unset["env-triton-sys-path"][0] == "warn"
+
+
+def test_the_packaged_defaults_make_the_exports_optional(tmp_path: Path) -> None:
+    """With the feedstock's patches 0003 and 0005 installed, unset variables are fine; without, they are not."""
+    root = full_tree(tmp_path)
+    names = ("env-flagtree-backend", "env-triton-sys-path")
+    plain = statuses(root, {"PATH": "/usr/bin"}, *names)
+    assert (plain["env-flagtree-backend"][0], plain["env-triton-sys-path"][0]) == ("fail", "warn")
+    (root / SITE / "runtime").mkdir()
+    (root / SITE / "runtime/build.py").write_text(
+        '_CPU_BACKEND_DIR = os.path.join(os.path.dirname(__file__), "..", "backends", "cpu")\n'
+    )
+    (root / SITE / "backends/cpu/driver.py").write_text(
+        '_dirname = os.getenv("TRITON_SYS_PATH", default=sys.prefix)\n'
+    )
+    packaged = statuses(root, {"PATH": "/usr/bin"}, *names)
+    assert packaged == {
+        "env-flagtree-backend": (
+            "ok",
+            "FLAGTREE_BACKEND unset: the installed cpu backend selects the CPU build",
+        ),
+        "env-triton-sys-path": ("ok", "TRITON_SYS_PATH unset: the driver uses this Python's prefix"),
+    }
+    # An explicit wrong value still overrides the packaged default, so it still fails.
+    assert (
+        statuses(root, {"PATH": "/usr/bin", "FLAGTREE_BACKEND": "cuda"}, *names)["env-flagtree-backend"][0]
+        == "fail"
+    )
+
+
+def test_the_markers_are_what_the_patches_add() -> None:
+    patches = Path(__file__).resolve().parents[1] / "patches" / "flagtree"
+    added = "\n".join(
+        line[1:] for patch in sorted(patches.glob("*.patch")) for line in patch.read_text().splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    )  # fmt: skip
+    for variable, (relative, marker) in PATCHED_DEFAULTS.items():
+        assert marker in added, f"no patch adds the {variable} marker of {relative}"
 
 
 def test_conda_prefixed_binutils_count(tmp_path: Path) -> None:

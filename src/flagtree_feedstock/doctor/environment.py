@@ -7,6 +7,18 @@ include/lib folders, default ``/usr/local``) and ``CC`` (the JIT compiler; else 
 from __future__ import annotations
 
 from .model import CheckResult, Facts
+from .runtime import triton_facts
+from .target import PATCHED_DEFAULTS
+
+
+def has_packaged_default(facts: Facts, variable: str) -> bool:
+    """Whether the installed FlagTree carries the feedstock's patch that makes ``variable`` optional."""
+    install = triton_facts(facts)
+    if install is None:
+        return False
+    relative, marker = PATCHED_DEFAULTS[variable]
+    text = facts.system.read_text(install.package_dir / relative)
+    return text is not None and marker in text
 
 
 def check_flagtree_backend(facts: Facts) -> CheckResult:
@@ -14,6 +26,12 @@ def check_flagtree_backend(facts: Facts) -> CheckResult:
     check = "env-flagtree-backend"
     if value == "cpu":
         return CheckResult(id=check, status="ok", message="FLAGTREE_BACKEND=cpu")
+    if value is None and has_packaged_default(facts, "FLAGTREE_BACKEND"):
+        return CheckResult(
+            id=check,
+            status="ok",
+            message="FLAGTREE_BACKEND unset: the installed cpu backend selects the CPU build",
+        )
     shown = "unset" if value is None else f"FLAGTREE_BACKEND={value!r}"
     return CheckResult(
         id=check,
@@ -30,6 +48,10 @@ def check_triton_sys_path(facts: Facts) -> CheckResult:
     check = "env-triton-sys-path"
     prefix = env.get("CONDA_PREFIX")
     suggestion = f"export TRITON_SYS_PATH={prefix or '<your prefix>'}"
+    if value is None and has_packaged_default(facts, "TRITON_SYS_PATH"):
+        return CheckResult(
+            id=check, status="ok", message="TRITON_SYS_PATH unset: the driver uses this Python's prefix"
+        )
     if value is None:
         return CheckResult(
             id=check,

@@ -66,3 +66,12 @@ BUILDER_METHODS: tuple[str, ...] = (
 
 # The shared libraries `triton/_C` must hold (the driver preloads the last two by these names).
 RUNTIME_LIBRARIES: tuple[str, ...] = ("libtriton.so", "libTritonCPURuntime.so", "libsleef.so")
+
+# Lines our patches put into the installed package (patches/flagtree/), so the doctor knows which
+# environment variables the package still needs: with 0003, an installed cpu backend selects the CPU build
+# path of runtime/build.py without FLAGTREE_BACKEND; with 0005, the cpu driver's TRITON_SYS_PATH defaults to
+# the running Python's prefix instead of /usr/local.
+PATCHED_DEFAULTS: dict[str, tuple[str, str]] = {
+    "FLAGTREE_BACKEND": ("runtime/build.py", "_CPU_BACKEND_DIR"),
+    "TRITON_SYS_PATH": ("backends/cpu/driver.py", 'os.getenv("TRITON_SYS_PATH", default=sys.prefix)'),
+}
