@@ -170,10 +170,24 @@ def test_failing_script_publishes_nothing_from_the_run(
 ) -> None:
     out = tmp_path / "channel"
     assert main(build_args("bad-script", out, *native_args(empty_channel))) == 8
-    line = _error_line(capsys.readouterr().err)
+    err = capsys.readouterr().err
+    line = _error_line(err)
     assert "building toy-fails 1.0" in line
-    assert "rerun with --keep-build" in line
+    assert line.endswith("(fix: read the build log above; rerun with --keep-build to keep its work folder)")
+    assert "[1/1] failing on purpose" in err.splitlines()  # the engine's log, printed as plain text
     assert _leftovers(out) == []  # toy-good-first was built, but the run failed: it is not published
+
+
+def test_keep_build_keeps_the_failed_work_folder(
+    tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(build_args("bad-script", out, *native_args(empty_channel), "--keep-build")) == 8
+    err = capsys.readouterr().err
+    (kept,) = tmp_path.glob(".channel-staging-*")
+    assert f"kept the failed build's work folders for inspection: {kept}" in err
+    assert list(kept.glob("bld/*/work")), "the engine's work folder is there to inspect"
+    assert not out.exists()  # still nothing in the channel folder
 
 
 def test_host_that_cannot_build_the_target(
@@ -271,7 +285,7 @@ def test_cross_builds_run_their_tests_only_under_an_emulator(
 
     seen = []
     monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
-    monkeypatch.setattr(build, "run_plan", lambda plan, settings, on_step=None: seen.append(settings) or [])
+    monkeypatch.setattr(build, "run_plan", lambda plan, settings, **_: seen.append(settings) or [])
     if emulator:
         monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)
     else:

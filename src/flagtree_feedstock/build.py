@@ -88,13 +88,18 @@ StepCallback = Callable[[int, int, BuildStep], None]
 
 
 def run_plan(
-    plan: Sequence[BuildStep], settings: BuildSettings, *, on_step: StepCallback | None = None
+    plan: Sequence[BuildStep],
+    settings: BuildSettings,
+    *,
+    on_step: StepCallback | None = None,
+    engine_events: object | None = None,
 ) -> list[Path]:
     """Build every step into a staging folder, then publish and index the channel folder.
 
     Later steps find earlier ones (``pin_subpackage``) through the staging folder, which is also the
     output folder: with ``skip_existing="local"`` the engine never rebuilds a package it already holds,
-    including those the channel folder held before this run.
+    including those the channel folder held before this run. ``engine_events`` is a py-rattler-build
+    ``ProgressCallback`` (downloads, build steps, the build log), handed to the engine unchanged.
     """
     rb = require("rattler_build", "py-rattler-build")
     check_local_channels(settings.channels)
@@ -103,22 +108,32 @@ def run_plan(
         test_strategy=settings.test_strategy,
         keep_build=settings.keep_build,
     )
-    with staging_dir(settings.channel_dir) as staging:
+    with staging_dir(settings.channel_dir, keep_on_failure=settings.keep_build) as staging:
         seeded = seed_staging(settings.channel_dir, staging) if settings.channel_dir.is_dir() else frozenset()
         channels = [staging.as_uri(), *settings.channels]
         for index, step in enumerate(plan):
             if on_step is not None:
                 on_step(index, len(plan), step)
             LOGGER.debug("building %s", step.describe())
-            _build_one(rb, step, tool=tool, staging=staging, channels=channels)
+            _build_one(rb, step, tool=tool, staging=staging, channels=channels, events=engine_events)
         published = publish_packages(staging, settings.channel_dir, seeded=seeded)
     index_channel(settings.channel_dir)
     return published
 
 
-def _build_one(rb: Any, step: BuildStep, *, tool: Any, staging: Path, channels: list[str]) -> None:  # noqa: ANN401
+def _build_one(
+    rb: Any,  # noqa: ANN401 - the py-rattler-build module
+    step: BuildStep,
+    *,
+    tool: Any,  # noqa: ANN401 - rattler_build.ToolConfiguration
+    staging: Path,
+    channels: list[str],
+    events: object | None,
+) -> None:
     try:
-        step.output.engine_variant.run_build(tool_config=tool, output_dir=staging, channels=channels)
+        step.output.engine_variant.run_build(
+            tool_config=tool, output_dir=staging, channels=channels, progress_callback=events
+        )
     except rb.RattlerBuildError as exc:
         raise classify_build_error(step, str(exc), channels) from None
 
@@ -143,7 +158,7 @@ def classify_build_error(
         )
     return BuildFailedError(
         f"building {name} failed: {reason}",
-        fix="read the build log above; rerun with --keep-build to inspect it",
+        fix="read the build log above; rerun with --keep-build to keep its work folder",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import tempfile
@@ -16,6 +17,7 @@ from ._engine import require
 from .errors import ChannelError, ConfigurationError
 from .platforms import PlatformName
 
+LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
 # What a linux-aarch64 (or linux-64) machine of the supported floor offers the solver: glibc 2.17 is
@@ -55,8 +57,12 @@ def check_local_channels(channels: Sequence[str]) -> None:
 
 
 @contextmanager
-def staging_dir(channel_dir: Path) -> Iterator[Path]:
-    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename), always removed."""
+def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator[Path]:
+    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename).
+
+    It is removed, except after a failure when ``keep_on_failure`` asks to keep the engine's work folders in
+    it for inspection (``--keep-build``); its path is then logged.
+    """
     parent = channel_dir.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -67,8 +73,13 @@ def staging_dir(channel_dir: Path) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix=f".{channel_dir.name}-staging-", dir=parent))
     try:
         yield path
-    finally:
+    except BaseException:
+        if keep_on_failure:
+            LOGGER.warning("kept the failed build's work folders for inspection: %s", path)
+            raise
         shutil.rmtree(path, ignore_errors=True)
+        raise
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def seed_staging(channel_dir: Path, staging: Path) -> frozenset[str]:

@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__
+from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds
 from .channel import PACKAGE_SUFFIXES
 from .errors import ConfigurationError, FeedstockError
@@ -146,13 +146,10 @@ def entrypoint() -> None:
 
 
 def _configure_logging(err: Console) -> None:
-    if not LOGGER.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        LOGGER.addHandler(handler)
-        LOGGER.setLevel(logging.INFO)
-        LOGGER.propagate = False
-    del err
+    """Library code logs; the CLI prints those records on this call's stderr console."""
+    LOGGER.handlers = [ConsoleHandler(err)]
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
 
 
 def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
@@ -229,20 +226,13 @@ def _build_rattler(
         keep_build=options.keep_build,
         emulated=emulated,
     )
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
+    with new_progress(err) as progress:
         task = progress.add_task("building", total=len(plan))
 
         def on_step(index: int, total: int, step: BuildStep) -> None:
             progress.update(task, completed=index, total=total, description=f"building {step.describe()}")
 
-        published = run_plan(plan, settings, on_step=on_step)
+        published = run_plan(plan, settings, on_step=on_step, engine_events=EngineEvents(progress, err))
         progress.update(task, completed=len(plan), description="built")
     return published
 

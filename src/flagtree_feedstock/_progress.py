@@ -1,0 +1,103 @@
+"""How the CLI shows a build: one progress bar over the plan, download bars, and the engine's log as text.
+
+The engine (py-rattler-build) reports through a ``ProgressCallback``; this one renders on the CLI's stderr
+console. Log lines are printed as plain text: build output is full of ``[...]`` that rich would read as markup.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+_STYLES = {"error": "bold red", "warn": "yellow"}
+# The engine's own bookkeeping that says nothing to a person watching a build.
+_QUIET_SPANS = ("index_subdir", "get_or_create_subdir")
+
+
+class _DownloadStart(Protocol):
+    url: str
+    total_bytes: int | None
+
+
+class _DownloadProgress(Protocol):
+    url: str
+    bytes_downloaded: int
+
+
+class _Url(Protocol):
+    url: str
+
+
+class _Step(Protocol):
+    step_name: str
+    message: str
+
+
+class _Log(Protocol):
+    level: str
+    message: str
+    span: str | None
+
+
+def new_progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+class EngineEvents:
+    """A py-rattler-build ``ProgressCallback`` drawing into ``progress`` and printing the log on ``console``."""
+
+    def __init__(self, progress: Progress, console: Console) -> None:
+        self._progress = progress
+        self._console = console
+        self._downloads: dict[str, TaskID] = {}
+
+    def on_download_start(self, event: _DownloadStart) -> None:
+        self._downloads[event.url] = self._progress.add_task(
+            f"downloading {event.url}", total=event.total_bytes
+        )
+
+    def on_download_progress(self, event: _DownloadProgress) -> None:
+        task = self._downloads.get(event.url)
+        if task is not None:
+            self._progress.update(task, completed=event.bytes_downloaded)
+
+    def on_download_complete(self, event: _Url) -> None:
+        task = self._downloads.pop(event.url, None)
+        if task is not None:
+            self._progress.remove_task(task)
+        self._console.print(Text(f"downloaded {event.url}"))
+
+    def on_build_step(self, event: _Step) -> None:
+        self._console.print(Text(f"── {event.step_name}: {event.message}", style="bold"))
+
+    def on_log(self, event: _Log) -> None:
+        span = event.span or ""
+        if event.level == "info" and any(quiet in span for quiet in _QUIET_SPANS):
+            return
+        self._console.print(Text(event.message, style=_STYLES.get(event.level, "")), soft_wrap=True)
+
+
+class ConsoleHandler(logging.Handler):
+    """Log records as plain lines on a rich console, so they print above a live progress bar."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__()
+        self._console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            style = "yellow" if record.levelno >= logging.WARNING else ""
+            self._console.print(Text(self.format(record), style=style), soft_wrap=True)
+        except Exception:  # noqa: BLE001 - logging's contract: report through handleError, never raise
+            self.handleError(record)
