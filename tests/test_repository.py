@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,24 +39,17 @@ def test_example_environment_installs_the_package() -> None:
     assert "flagtree-cpu" in env["dependencies"]
 
 
-def test_ruff_and_mypy_are_clean() -> None:
-    ruff = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--output-format", "concise", "src", "tests"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ruff", "check", "--output-format", "concise", "src", "tests", "recipe"],
+        ["ruff", "format", "--check", "src", "tests", "recipe"],
+        ["mypy"],
+    ],
+    ids=["ruff-check", "ruff-format", "mypy"],
+)
+def test_code_quality(command: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, check=False
     )
-    assert ruff.returncode == 0, ruff.stdout + ruff.stderr
-    fmt = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--check", "src", "tests"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
-    mypy = subprocess.run(
-        [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
-    assert mypy.returncode == 0, mypy.stdout + mypy.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
