@@ -5,50 +5,18 @@ vectors). Elsewhere the test prints why it is skipped and exits 0, so the packag
 aarch64 builder.
 """
 
-import ctypes
-import platform
 import sys
-from pathlib import Path
 
-AT_HWCAP2 = 26
-HWCAP2_SVE2 = 1 << 1
-HWCAP2_I8MM = 1 << 13
-PR_SVE_GET_VL = 51
-PR_SVE_VL_LEN_MASK = 0xFFFF
-
-
-def _cpuinfo_features() -> set[str] | None:
-    """Features common to every processor block of /proc/cpuinfo (a big.LITTLE SoC lists each core)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    blocks = [
-        set(line.split(":", 1)[1].split())
-        for line in text.splitlines()
-        if line.lower().startswith("features") and ":" in line
-    ]
-    return set.intersection(*blocks) if blocks else None
+# flagtree-doctor (a run dependency of flagtree-cpu) knows what the package was compiled for; its live CPU
+# detection (getauxval, prctl) is the one tested under qemu-user in the feedstock's emulated tier.
+from flagtree_feedstock.doctor.cpu import find_cpu, kernel_blockers
+from flagtree_feedstock.doctor.model import System
 
 
 def skip_reason() -> str | None:
     """Why kernels cannot run on this machine, or None when they can."""
-    if sys.platform != "linux" or platform.machine() not in ("aarch64", "arm64"):
-        return f"not a linux-aarch64 machine ({sys.platform}/{platform.machine()})"
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.getauxval.restype = ctypes.c_ulong
-    hwcap2 = libc.getauxval(AT_HWCAP2)
-    features = _cpuinfo_features()
-    has_sve2 = bool(hwcap2 & HWCAP2_SVE2) or (features is not None and "sve2" in features)
-    has_i8mm = bool(hwcap2 & HWCAP2_I8MM) or (features is not None and "i8mm" in features)
-    missing = [name for name, ok in (("sve2", has_sve2), ("i8mm", has_i8mm)) if not ok]
-    if missing:
-        return f"the CPU lacks {' and '.join(missing)} (upstream builds for armv9-a+sve2+i8mm)"
-    vector_length = libc.prctl(PR_SVE_GET_VL, 0, 0, 0, 0)
-    if vector_length >= 0 and (vector_length & PR_SVE_VL_LEN_MASK) != 16:
-        bits = (vector_length & PR_SVE_VL_LEN_MASK) * 8
-        return f"SVE vectors are {bits} bits, upstream compiles for -msve-vector-bits=128"
-    return None
+    blockers = kernel_blockers(find_cpu(System.from_root(None)))
+    return "; ".join(blockers) if blockers else None
 
 
 def run() -> int:

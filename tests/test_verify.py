@@ -75,3 +75,32 @@ def test_op_names_are_the_cases() -> None:
     assert tuple(CASES) == OP_NAMES
     # every builder method is exercised by one op, or listed as not exercised
     assert set(OP_NAMES) | set(ops.NOT_EXERCISED) == {m.removeprefix("create_cpu_") for m in BUILDER_METHODS}
+
+
+def test_kernels_are_skipped_where_the_cpu_cannot_run_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    triton = fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
+    ran: list[tuple[str, ...]] = []
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat: ran.append(tuple(names)) or [])
+    outcomes = verify_cli.verify(triton, OP_NAMES, repeat=1, blockers=["the CPU lacks sve2"])
+    assert (outcomes[-1].name, outcomes[-1].status) == ("ops", "skip")
+    assert outcomes[-1].detail.startswith("kernels not run: the CPU lacks sve2")
+    assert ran == []
+    verify_cli.verify(triton, ("rms_norm",), repeat=1, blockers=[])
+    assert ran == [("rms_norm",)]
+
+
+def test_kernel_blockers_follow_the_doctor(tmp_path) -> None:
+    from flagtree_feedstock.doctor.cpu import CoreLayout, CpuFacts, kernel_blockers  # noqa: PLC0415
+    from flagtree_feedstock.doctor.target import PACKAGE_TARGET  # noqa: PLC0415
+
+    def facts(machine: str, features: frozenset[str], bits: int | None) -> CpuFacts:
+        layout = CoreLayout(big=(0,), little=(), basis="all alike")
+        return CpuFacts(machine=machine, features=features, feature_source="test", sve_vector_bits=bits,
+                        cores=(), layout=layout)  # fmt: skip
+
+    armv9 = PACKAGE_TARGET.required_features
+    assert kernel_blockers(facts("aarch64", armv9, 128)) == []
+    assert kernel_blockers(facts("x86_64", frozenset(), None)) == ["this machine is x86_64, not aarch64"]
+    (no_sve2,) = kernel_blockers(facts("aarch64", armv9 - {"sve2"}, 128))
+    assert no_sve2.startswith("the CPU lacks sve2 (libtriton")
+    assert kernel_blockers(facts("aarch64", armv9, 256)) == ["SVE vectors are 256 bits; the code assumes 128"]

@@ -93,3 +93,27 @@ def test_python_reads_the_same_auxv_as_c(cpu: str, probe: Path) -> None:
     from_python = run_aarch64(cpu, str(PYTHON), "-S", "-c", code).stdout.split()
     assert from_python == from_c
     assert len(from_c) == 2
+
+
+# The flagtree-cpu package test's gate, run as it runs on a builder: skip, with the reason, unless the CPU
+# can run the kernels (then it goes on to import torch and triton, which this sysroot does not have).
+GATE_REASONS = {
+    "cortex-a76": "the CPU lacks bf16, i8mm, sve, sve2, svebf16, svei8mm",
+    "a64fx": "the CPU lacks asimddp, bf16, i8mm, sve2, svebf16, svei8mm",
+    "max": "SVE vectors are 512 bits; the code assumes 128",
+}
+
+
+@pytest.mark.parametrize("cpu", sorted(GATE_REASONS))
+def test_package_test_skips_kernels_where_the_cpu_cannot_run_them(cpu: str) -> None:
+    done = run_aarch64(cpu, str(PYTHON), str(REPO / "recipe" / "test_rms_norm.py"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"SKIP: tle_ops.rms_norm end to end: {GATE_REASONS[cpu]}")
+
+
+def test_package_test_runs_kernels_on_an_armv9_cpu_with_128_bit_sve() -> None:
+    done = run_aarch64(
+        "max,sve-default-vector-length=16", str(PYTHON), str(REPO / "recipe" / "test_rms_norm.py")
+    )
+    assert "SKIP" not in done.stdout
+    assert "No module named 'torch'" in done.stderr  # it went on to the kernel: torch is not in this sysroot

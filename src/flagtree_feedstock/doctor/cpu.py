@@ -261,6 +261,21 @@ def cpu_facts(facts: Facts) -> CpuFacts:
     return value
 
 
+def kernel_blockers(cpu: CpuFacts) -> list[str]:
+    """Why the package's kernels cannot run (correctly) on this CPU; empty when they can."""
+    if cpu.machine != "aarch64":
+        return [f"this machine is {cpu.machine}, not aarch64"]
+    blockers = [
+        f"the CPU lacks {', '.join(sorted(lacks))} ({component.name}: -march={component.march})"
+        for component in PACKAGE_TARGET.components
+        if (lacks := component.features - cpu.features)
+    ]
+    want = PACKAGE_TARGET.sve_vector_bits
+    if "sve" in cpu.features and cpu.sve_vector_bits not in (None, want):
+        blockers.append(f"SVE vectors are {cpu.sve_vector_bits} bits; the code assumes {want}")
+    return blockers
+
+
 def check_features(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
     check = "cpu-features"

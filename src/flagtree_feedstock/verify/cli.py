@@ -12,11 +12,15 @@ import importlib.util
 import json
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from flagtree_feedstock.doctor.cpu import find_cpu, kernel_blockers
+from flagtree_feedstock.doctor.model import System
 
 from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops
 from .references import TOLERANCES
@@ -33,6 +37,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("ops", nargs="*", metavar="OP", help=f"run only these ops: {', '.join(OP_NAMES)}")
     parser.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1)")
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per op and reference [20]")
+    parser.add_argument(
+        "--force", action="store_true", help="run the kernels even where flagtree-doctor says this CPU cannot"
+    )
     return parser
 
 
@@ -53,11 +60,10 @@ def main(argv: Sequence[str] | None = None, *, console: Console | None = None, p
                 file=sys.stderr,
             )
             return EXIT_NOT_INSTALLED
-    outcomes = check_install(importlib.import_module("triton"))
-    if all(o.status == "pass" for o in outcomes):
-        outcomes += run_ops(tuple(args.ops) or OP_NAMES, repeat=args.repeat)
-    else:
-        outcomes.append(Outcome(name="ops", status="skip", detail="the install checks failed"))
+    blockers = [] if args.force else kernel_blockers(find_cpu(System.from_root(None)))
+    outcomes = verify(
+        importlib.import_module("triton"), tuple(args.ops) or OP_NAMES, repeat=args.repeat, blockers=blockers
+    )
     if args.json:
         out.print_json(json.dumps(to_json(outcomes)))
     else:
@@ -66,6 +72,23 @@ def main(argv: Sequence[str] | None = None, *, console: Console | None = None, p
             escape("tolerances: " + "; ".join(f"{k} {t.describe()} ({t.why})" for k, t in TOLERANCES.items()))
         )
     return 1 if any(o.status in ("fail", "error") for o in outcomes) else 0
+
+
+def verify(
+    triton: ModuleType, names: Sequence[str], *, repeat: int, blockers: Sequence[str]
+) -> list[Outcome]:
+    """The install checks, then the ops: unless the install is broken or this CPU cannot run the kernels."""
+    outcomes = check_install(triton)
+    if not all(o.status == "pass" for o in outcomes):
+        outcomes.append(Outcome(name="ops", status="skip", detail="the install checks failed"))
+    elif blockers:
+        detail = (
+            f"kernels not run: {'; '.join(blockers)} (flagtree-doctor explains; --force runs them anyway)"
+        )
+        outcomes.append(Outcome(name="ops", status="skip", detail=detail))
+    else:
+        outcomes += run_ops(tuple(names), repeat=repeat)
+    return outcomes
 
 
 def to_json(outcomes: Sequence[Outcome]) -> dict[str, object]:
