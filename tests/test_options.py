@@ -33,3 +33,12 @@ def test_summary_marks_what_differs_from_the_defaults() -> None:
     summary = from_cli({"no_test": True}, {}).summary().splitlines()
     assert " * test: False" in summary
     assert "   target_platform: linux-aarch64" in summary
+
+
+def test_a_misspelt_variable_names_the_one_meant() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        from_cli({}, {"FLAGTREE_FEEDSTOCK_OUTPUTDIR": "x"})
+    assert str(info.value) == (
+        "unknown environment variable FLAGTREE_FEEDSTOCK_OUTPUTDIR (fix: did you mean FLAGTREE_FEEDSTOCK_OUTPUT_DIR?)"
+    )
+    assert from_cli({}, {"FLAGTREE_FEEDSTOCK_DEBUG": "1"}) == BuildOptions()

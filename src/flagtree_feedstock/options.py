@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -51,8 +52,29 @@ def _parse_tool(value: str) -> Tool:
     return value  # type: ignore[return-value]
 
 
+# The options an environment variable may set (FLAGTREE_FEEDSTOCK_OUTPUT_DIR=...), and the other variables
+# the toolkit reads. Any other FLAGTREE_FEEDSTOCK_* variable is a typo, reported with the nearest name.
+ENV_OPTIONS = (
+    "recipe_dir", "variant_config", "target_platform", "build_platform", "output_dir",
+    "channels", "pythons", "outputs", "tool",
+)  # fmt: skip
+ENV_OTHER = ("DEBUG",)
+
+
+def check_environment(env: Mapping[str, str]) -> None:
+    """Reject a ``FLAGTREE_FEEDSTOCK_*`` variable the toolkit does not read, naming the one meant."""
+    known = [ENV_PREFIX + name.upper() for name in (*ENV_OPTIONS, *ENV_OTHER)]
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+            raise ConfigurationError(f"unknown environment variable {name}", fix=hint)
+
+
 def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptions:
     """Build the options from parsed arguments (``None`` = not given) over ``FLAGTREE_FEEDSTOCK_*`` env vars."""
+
+    check_environment(env)
 
     def pick(name: str) -> object:
         given = values.get(name)
