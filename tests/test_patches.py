@@ -41,7 +41,8 @@ SERIES = (
 # The series that must not be empty: the issue asks for at least the FlagTree patches.
 REQUIRED_SERIES = frozenset({"flagtree"})
 
-ZERO_FROM = re.compile(r"^From 0{40} Mon Sep 17 00:00:00 2001$")
+# The mbox separator line `git format-patch` writes: the id of the patch commit in the series checkout.
+FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 SUBJECT = re.compile(r"^Subject: \[PATCH(?: \d+/\d+)?\] (?P<subject>\S.*)$")
 HUNK = re.compile(
     r"^@@ -(?P<old_start>\d+)(?:,(?P<old_len>\d+))? \+(?P<new_start>\d+)(?:,(?P<new_len>\d+))? @@"
@@ -75,9 +76,8 @@ def parse_patch(patch: Path) -> ParsedPatch:
     """Split a `git format-patch` file into subject, commit message body and diff."""
     lines = patch.read_text(encoding="utf-8").splitlines()
     assert lines, f"{patch_id(patch)} is empty"
-    assert ZERO_FROM.match(lines[0]), (
-        f"{patch_id(patch)}: first line must be the `From 000…000 Mon Sep 17 …` line of "
-        "`git format-patch --zero-commit`"
+    assert FROM_LINE.match(lines[0]), (
+        f"{patch_id(patch)}: first line must be the `From <commit> Mon Sep 17 …` line of `git format-patch`"
     )
     headers_end = lines.index("")  # the blank line that ends the mail headers
     headers = lines[1:headers_end]
