@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from . import _subprocess
 from .channel import index_channel, publish_packages, seed_staging, staging_dir
@@ -14,7 +14,6 @@ from .errors import ConfigurationError
 from .platforms import PlatformName
 
 CondaTool = Literal["conda-build", "boa"]
-CONDA_TOOLS: frozenset[str] = frozenset(get_args(CondaTool))
 
 # The console script each tool installs; calling it directly needs no initialised `conda` shell.
 _EXECUTABLES: dict[CondaTool, str] = {"conda-build": "conda-build", "boa": "conda-mambabuild"}
