@@ -39,8 +39,9 @@ _TARGET_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 
-def _is_package(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(PACKAGE_SUFFIXES)
+def package_files(channel_dir: Path) -> list[Path]:
+    """The package files in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped)."""
+    return sorted(p for p in channel_dir.glob("*/*") if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES))
 
 
 def check_local_channels(channels: Sequence[str]) -> None:
@@ -89,7 +90,7 @@ def seed_staging(channel_dir: Path, staging: Path) -> frozenset[str]:
     earlier CI job whose channel was downloaded here) is reused, not rebuilt. Returns the seeded file names.
     """
     seeded: set[str] = set()
-    for package in sorted(p for p in channel_dir.glob("*/*") if _is_package(p)):
+    for package in package_files(channel_dir):
         target_dir = staging / package.parent.name
         target_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -105,7 +106,7 @@ def seed_staging(channel_dir: Path, staging: Path) -> frozenset[str]:
 def publish_packages(staging: Path, channel_dir: Path, *, seeded: frozenset[str] = frozenset()) -> list[Path]:
     """Move every new package file of ``staging/<subdir>/`` into ``channel_dir/<subdir>/`` by rename."""
     published: list[Path] = []
-    for package in sorted(p for p in staging.glob("*/*") if _is_package(p) and p.name not in seeded):
+    for package in (p for p in package_files(staging) if p.name not in seeded):
         target_dir = channel_dir / package.parent.name
         target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / package.name

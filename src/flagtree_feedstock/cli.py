@@ -18,7 +18,7 @@ from rich.table import Table
 from . import __version__
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds
-from .channel import PACKAGE_SUFFIXES
+from .channel import package_files
 from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, check_can_build, host_platform, parse_platform
@@ -203,9 +203,7 @@ def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
         lines = [f"built {len(published)} package(s) into {channel_dir}:", *(f"  {p}" for p in published)]
     else:
         lines = [f"nothing new: every planned package was already in {channel_dir}"]
-    names = sorted(
-        {p.name.rsplit("-", 2)[0] for p in channel_dir.glob("*/*") if p.name.endswith(PACKAGE_SUFFIXES)}
-    )
+    names = sorted({p.name.rsplit("-", 2)[0] for p in package_files(channel_dir)})
     wanted = [INSTALL_TARGET] if INSTALL_TARGET in names else names
     lines.append(
         f"install with:\n  conda install -c {channel_dir.resolve().as_uri()} -c conda-forge {' '.join(wanted)}"

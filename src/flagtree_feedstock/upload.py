@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from ._engine import require
-from .channel import PACKAGE_SUFFIXES
+from .channel import package_files
 from .errors import ChannelError, ConfigurationError, NothingToDoError
 
 LOGGER = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def find_packages(channel_dir: Path) -> list[Path]:
             f"channel folder {channel_dir} does not exist",
             fix="pass the --output-dir of `flagtree-feedstock build` (or the merged CI artifacts)",
         )
-    return sorted(p for p in channel_dir.glob("*/*") if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES))
+    return package_files(channel_dir)
 
 
 def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]:
