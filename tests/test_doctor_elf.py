@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from _tools import aarch64_gcc, require_executable
 from flagtree_feedstock.doctor import elf
 from flagtree_feedstock.doctor.cli import main
 from flagtree_feedstock.doctor.glibc import loaded_libraries, resolve_library
 from flagtree_feedstock.doctor.model import System
-
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build test ELF files")
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
 HOST_LIBC = next(
@@ -30,7 +29,8 @@ HOST_LIBC = next(
 TRIPLET = HOST_LIBC.parent.name if HOST_LIBC else ""
 
 
-def cc(*args: str | Path, compiler: str = "gcc") -> None:
+def cc(*args: str | Path, compiler: str | None = None) -> None:
+    compiler = compiler or require_executable("gcc", "gcc")
     subprocess.run([compiler, *map(str, args)], check=True, capture_output=True)
 
 
@@ -58,7 +58,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def readelf_needs(path: Path) -> dict[str, set[str]]:
     """`readelf -V`'s "Version needs" section, as {file: {names}}."""
-    text = subprocess.run(["readelf", "-V", str(path)], capture_output=True, text=True, check=True).stdout
+    readelf = require_executable("readelf", "binutils")
+    text = subprocess.run([readelf, "-V", str(path)], capture_output=True, text=True, check=True).stdout
     needs: dict[str, set[str]] = {}
     current = None
     for line in text.split("Version needs section")[1].splitlines():
@@ -73,8 +74,7 @@ def test_version_needs_match_readelf(built: dict[str, Path]) -> None:
     needs = elf.version_needs(built["user"])
     assert needs["libstdc++.so.6"] == {"GLIBCXX_3.4.99"}
     assert any(name.startswith("GLIBC_2.") for name in needs["libc.so.6"])
-    if shutil.which("readelf"):
-        assert {k: set(v) for k, v in needs.items()} == readelf_needs(built["user"])
+    assert {k: set(v) for k, v in needs.items()} == readelf_needs(built["user"])
 
 
 def test_definitions_and_dynamic_entries(built: dict[str, Path]) -> None:
@@ -167,17 +167,15 @@ def test_live_process_reuses_its_loaded_libc(built: dict[str, Path]) -> None:
     assert found in loaded
 
 
-@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None, reason="needs gcc-aarch64-linux-gnu")
 def test_cross_built_aarch64_library(tmp_path: Path) -> None:
     source = tmp_path / "k.c"
     source.write_text(
         '#include <math.h>\n#include <stdio.h>\ndouble f(double x) { puts("k"); return exp(x); }\n'
     )
-    cc("-shared", "-fPIC", source, "-lm", "-o", tmp_path / "k.so", compiler="aarch64-linux-gnu-gcc")
+    cc("-shared", "-fPIC", source, "-lm", "-o", tmp_path / "k.so", compiler=aarch64_gcc())
     info = elf.dynamic_info(tmp_path / "k.so")
     assert info.machine == elf.EM_AARCH64
     assert {"libc.so.6", "libm.so.6"} <= set(info.needed)
     needs = elf.version_needs(tmp_path / "k.so")
     assert "GLIBC_2.17" in needs["libc.so.6"]  # the first aarch64 glibc
-    if shutil.which("readelf"):
-        assert {k: set(v) for k, v in needs.items()} == readelf_needs(tmp_path / "k.so")
+    assert {k: set(v) for k, v in needs.items()} == readelf_needs(tmp_path / "k.so")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from _tools import require_executable
+
 REPO = Path(__file__).resolve().parent.parent
 PATCHES = REPO / "patches"
 RECIPES = (REPO / "recipe" / "recipe.yaml", REPO / "recipe" / "meta.yaml")
@@ -238,12 +240,9 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
         )
     src = Path(src_value)
     assert src.is_dir(), f"{series.env_var}={src} is not a directory"
-    gnu_patch = shutil.which("patch")
-    if gnu_patch is None:
-        pytest.skip("GNU patch is not installed")
+    gnu_patch = require_executable("patch", "patch")
     version = subprocess.run([gnu_patch, "--version"], capture_output=True, text=True, check=False).stdout
-    if "GNU patch" not in version:
-        pytest.skip(f"{gnu_patch} is not GNU patch")
+    assert "GNU patch" in version, f"{gnu_patch} is not GNU patch"
 
     # Copy only the files the series touches: nothing of the checkout is written, and the copy lives
     # in pytest's temporary directory, never in the repository.

@@ -7,13 +7,13 @@ environment after `deactivate` must equal the one before `activate`, byte for by
 from __future__ import annotations
 
 import itertools
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from _recipe_support import RECIPE_DIR
+from _tools import require_executable
 
 VARIABLES = ("FLAGTREE_BACKEND", "TRITON_SYS_PATH", "CC")
 STATES = ("set", "empty", "unset")
@@ -29,9 +29,7 @@ SHELLS = {
 
 def _run(shell: str, prefix: Path, out: Path, start: dict[str, str]) -> dict[str, dict[str, str]]:
     argv, ext, source = SHELLS[shell]
-    if shutil.which(argv[0]) is None:
-        reason = "apt-get install zsh" if shell == "zsh" else f"{shell} is not installed"
-        pytest.skip(f"{shell} is not installed here ({reason})")
+    require_executable(argv[0], shell)
     activate = RECIPE_DIR / f"activate.{ext}"
     deactivate = RECIPE_DIR / f"deactivate.{ext}"
     script = "; ".join(
@@ -99,8 +97,7 @@ def test_cc_is_left_alone_without_a_gcc_in_the_environment(shell, tmp_path):
 def test_activating_twice_still_restores(shell, prefix, tmp_path):
     """conda may source activate.d again (e.g. `conda activate` of the active env): the first save wins."""
     argv, ext, source = SHELLS[shell]
-    if shutil.which(argv[0]) is None:
-        pytest.skip(f"{shell} is not installed here")
+    require_executable(argv[0], shell)
     out = tmp_path / "out"
     out.mkdir()
     activate = RECIPE_DIR / f"activate.{ext}"

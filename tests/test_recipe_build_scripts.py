@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from _recipe_support import RECIPE_DIR
+from _tools import network_jail
 
 NVIDIA_VARIABLES = (
     "TRITON_PTXAS_PATH",
@@ -49,17 +50,6 @@ printf '%s\\n' "$@" > "$STANDIN_LOG/link.args"
 pwd > "$STANDIN_LOG/link.cwd"
 ls "$2/third_party/sleef" > "$STANDIN_LOG/link.sleef"
 """
-
-
-def _network_jail() -> list[str]:
-    for argv in (["unshare", "-n"], ["unshare", "-rn"]):
-        try:
-            ok = subprocess.run([*argv, "true"], capture_output=True, check=False, timeout=30).returncode == 0
-        except FileNotFoundError:
-            pytest.skip("unshare is not installed (apt-get install util-linux)")
-        if ok:
-            return argv
-    pytest.skip("unshare -n is not permitted here (needs root or unprivileged user namespaces)")
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -121,7 +111,7 @@ class StandIn:
         }
 
     def run(self, script: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        argv = [*_network_jail(), "bash", str(RECIPE_DIR / script)]
+        argv = [*network_jail(), "bash", str(RECIPE_DIR / script)]
         return subprocess.run(
             argv,
             env=self.env(**extra),

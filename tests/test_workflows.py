@@ -118,6 +118,14 @@ def test_every_job_is_bounded_and_bash_is_strict() -> None:
     assert "swapon /swapfile" in swap
 
 
+def test_tests_job_runs_ci_where_every_tier_can_run() -> None:
+    """.ci/run in Debian 12 as root, privileged so `unshare -n` works: under CI=true no tier may skip."""
+    tests = _build()["jobs"]["tests"]
+    assert tests["container"]["image"].endswith("-bookworm")
+    assert "--privileged" in tests["container"]["options"].split()
+    assert [s["run"] for s in tests["steps"] if "run" in s] == ["bash .ci/run"]
+
+
 def test_actions_are_pinned() -> None:
     used = {
         step["uses"]

@@ -26,10 +26,13 @@ need_root() {
     fi
 }
 
-# 1. Host tools: qemu-user-static runs aarch64 code, gcc-aarch64-linux-gnu builds the probe.
+# 1. Host tools: qemu-user-static runs aarch64 code, gcc-aarch64-linux-gnu builds the probe and
+# libc6-dev-arm64-cross gives it the target's libc headers and start files (only a Recommends of the
+# compiler, which --no-install-recommends leaves out).
 missing=()
-command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
-command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+for pkg in qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     need_root "add the arm64 dpkg architecture"
     log "+ dpkg --add-architecture arm64"
@@ -74,7 +77,12 @@ else
     log "sysroot written: $SYSROOT"
 fi
 
-# 3. Smoke test: the sysroot's python starts under qemu and has ctypes.
+# 3. Smoke tests: the cross compiler links a program, and the sysroot's python starts under qemu with ctypes.
+probe="$(mktemp -d)"
+trap 'rm -rf "$probe"' EXIT
+printf '#include <stdio.h>\nint main(void) { return puts("ok") < 0; }\n' >"$probe/probe.c"
+aarch64-linux-gnu-gcc "$probe/probe.c" -o "$probe/probe" ||
+    { log "aarch64-linux-gnu-gcc cannot link a program (is libc6-dev-arm64-cross installed?)"; exit 1; }
 qemu-aarch64-static -L "$SYSROOT" -cpu max "$SYSROOT/usr/bin/python3.11" -S -c 'import ctypes, json' ||
     { log "the aarch64 python in $SYSROOT does not start under qemu"; exit 1; }
-log "ok: qemu-aarch64-static + $SYSROOT/usr/bin/python3.11"
+log "ok: aarch64-linux-gnu-gcc links, qemu-aarch64-static + $SYSROOT/usr/bin/python3.11 start"

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import rich
 
+from _tools import aarch64_gcc, missing, require_executable
+
 pytestmark = pytest.mark.emulated
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,15 +25,18 @@ SYSROOT = Path(
     os.environ.get("FLAGTREE_AARCH64_SYSROOT")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flagtree-feedstock/aarch64-sysroot"
 )
-QEMU = shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64")
+QEMU = shutil.which("qemu-aarch64-static")
 PYTHON = SYSROOT / "usr/bin/python3.11"
 RICH_SITE = Path(rich.__file__).parents[1]  # rich is pure Python: the host's copy imports under qemu too
 
-if QEMU is None or not PYTHON.exists():
-    pytest.skip(
-        f"needs qemu-aarch64-static and the aarch64 sysroot {SYSROOT} (run: bash tests/emulated/setup.sh)",
-        allow_module_level=True,
-    )
+
+@pytest.fixture(autouse=True, scope="module")
+def emulator() -> None:
+    """qemu-user and the aarch64 sysroot, which tests/emulated/setup.sh provides."""
+    require_executable("qemu-aarch64-static", "qemu-user-static")
+    if not PYTHON.exists():
+        missing(f"the aarch64 sysroot {SYSROOT} has no python3.11", "bash tests/emulated/setup.sh")
+
 
 ARMV9 = ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "sve2", "svebf16", "svei8mm"]
 
@@ -73,9 +78,7 @@ def test_doctor_live_verdict(cpu: str) -> None:
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("aarch64-linux-gnu-gcc")
-    if compiler is None:
-        pytest.skip("needs gcc-aarch64-linux-gnu (run: bash tests/emulated/setup.sh)")
+    compiler = aarch64_gcc()
     source = tmp_path_factory.mktemp("probe") / "auxv.c"
     source.write_text(
         "#include <stdio.h>\n#include <sys/auxv.h>\n"
