@@ -8,6 +8,7 @@ channel folder and moves finished packages in only when every step succeeded.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from ._engine import require
 from .channel import check_local_channels, index_channel, publish_packages, seed_staging, staging_dir
 from .errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
+from .platforms import PlatformName
 from .render import RenderedOutput
 
 LOGGER = logging.getLogger(__name__)
@@ -66,6 +68,23 @@ def plan_builds(
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForeignTarget:
+    """A target platform that is not this machine's, and what the engine needs to build for it.
+
+    py-rattler-build 0.73's ``RenderedVariant.run_build`` solves the host environment for this machine's
+    platform whatever the target (its host platform defaults to the current one and the rendered variant
+    does not carry it), so a linux-64 -> linux-aarch64 build cannot find a single linux-aarch64 host
+    package. The engine's command-line entry, ``build_recipes``, takes the platforms explicitly and gets
+    it right; for such targets each step goes through it, rendering the same variant (same build string).
+    """
+
+    recipe: Path
+    variant_files: tuple[Path, ...]
+    target_platform: PlatformName
+    build_platform: PlatformName
+
+
+@dataclass(frozen=True, kw_only=True)
 class BuildSettings:
     """How to execute a plan."""
 
@@ -75,6 +94,8 @@ class BuildSettings:
     keep_build: bool = False
     # A cross build whose package tests can run under an emulator (CROSSCOMPILING_EMULATOR, qemu-user).
     emulated: bool = False
+    # Set when the target platform is not this machine's (a cross build).
+    foreign: ForeignTarget | None = None
 
     @property
     def test_strategy(self) -> str:
@@ -115,7 +136,10 @@ def run_plan(
             if on_step is not None:
                 on_step(index, len(plan), step)
             LOGGER.debug("building %s", step.describe())
-            _build_one(rb, step, tool=tool, staging=staging, channels=channels, events=engine_events)
+            if settings.foreign is None:
+                _build_one(rb, step, tool=tool, staging=staging, channels=channels, events=engine_events)
+            else:
+                _build_foreign(rb, step, settings, staging=staging, channels=channels)
         published = publish_packages(staging, settings.channel_dir, seeded=seeded)
     index_channel(settings.channel_dir)
     return published
@@ -136,6 +160,54 @@ def _build_one(
         )
     except rb.RattlerBuildError as exc:
         raise classify_build_error(step, str(exc), channels) from None
+
+
+def _build_foreign(
+    rb: Any,  # noqa: ANN401 - the py-rattler-build module
+    step: BuildStep,
+    settings: BuildSettings,
+    *,
+    staging: Path,
+    channels: list[str],
+) -> None:
+    """Build ``step`` for a foreign target through the engine's command-line entry (see ForeignTarget).
+
+    ``up_to`` stops at this output (outputs it pins that the staging folder lacks are built first, as the
+    engine orders them); the python override keeps to this step's variant. That entry reports no progress
+    events, so after a failure the tail of the failed script's log is logged here.
+    """
+    foreign = settings.foreign
+    assert foreign is not None
+    python = step.output.variant.get("python")
+    try:
+        with warnings.catch_warnings():
+            # Deprecated in favour of run_build, which cannot build for a foreign target (see ForeignTarget).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            rb.build_recipes(
+                [foreign.recipe],
+                target_platform=foreign.target_platform,
+                build_platform=foreign.build_platform,
+                host_platform=foreign.target_platform,
+                channel=channels,
+                variant_config=[str(path) for path in foreign.variant_files],
+                variant_overrides={"python": [python]} if python else None,
+                up_to=step.output.name,
+                skip_existing="local",
+                test=settings.test_strategy,
+                keep_build=settings.keep_build,
+                output_dir=staging,
+            )
+    except rb.RattlerBuildError as exc:
+        _log_script_tail(staging)
+        raise classify_build_error(step, str(exc), channels) from None
+
+
+def _log_script_tail(staging: Path, lines: int = 40) -> None:
+    """Log the end of the newest build script log under ``staging`` (the engine keeps a failed work dir)."""
+    logs = sorted(staging.glob("bld/*/work/conda_build.log"), key=lambda p: p.stat().st_mtime)
+    if logs:
+        tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
+        LOGGER.error("the end of %s:\n%s", logs[-1], "\n".join(tail))
 
 
 def classify_build_error(

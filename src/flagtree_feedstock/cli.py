@@ -21,7 +21,7 @@ from .build import plan_builds
 from .channel import package_files
 from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
-from .platforms import DEFAULT_TARGET, PLATFORMS, check_can_build, host_platform, parse_platform
+from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
 
 PROG = "flagtree-feedstock"
@@ -170,7 +170,11 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     if options.tool == "rattler-build":
         cross = build_platform != options.target_platform
         published = _build_rattler(
-            options, outputs, err, emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR"))
+            options,
+            outputs,
+            err,
+            build_platform=build_platform,
+            emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
         )
     else:
         from .conda_build import CondaBuildRequest  # noqa: PLC0415
@@ -212,17 +216,31 @@ def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
 
 
 def _build_rattler(
-    options: BuildOptions, outputs: list[RenderedOutput], err: Console, *, emulated: bool = False
+    options: BuildOptions,
+    outputs: list[RenderedOutput],
+    err: Console,
+    *,
+    build_platform: PlatformName,
+    emulated: bool = False,
 ) -> list[Path]:
-    from .build import BuildSettings, BuildStep, run_plan  # noqa: PLC0415
+    from .build import BuildSettings, BuildStep, ForeignTarget, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs, pythons=options.pythons, names=options.outputs)
+    foreign = None
+    if options.target_platform != host_platform():
+        foreign = ForeignTarget(
+            recipe=options.recipe_dir / "recipe.yaml",
+            variant_files=(options.variant_config,),
+            target_platform=options.target_platform,
+            build_platform=build_platform,
+        )
     settings = BuildSettings(
         channel_dir=options.output_dir,
         channels=options.channels,
         test=options.test,
         keep_build=options.keep_build,
         emulated=emulated,
+        foreign=foreign,
     )
     with new_progress(err) as progress:
         task = progress.add_task("building", total=len(plan))
