@@ -33,10 +33,13 @@ class BuildStep:
         return f"{self.output.name} {self.output.version} {self.output.build_string}{python}"
 
 
-def plan_builds(
+def select_outputs(
     outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
-) -> list[BuildStep]:
-    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
+) -> list[RenderedOutput]:
+    """The outputs ``--python``/``--output`` ask for, in render order; a choice the matrix lacks is an error.
+
+    Outputs that do not use python (LLVM, the noarch doctor) belong to every python variant and are kept.
+    """
     outputs = list(outputs)
     all_names = sorted({o.name for o in outputs})
     missing = sorted(set(names) - set(all_names))
@@ -52,14 +55,20 @@ def plan_builds(
             f"--python {', '.join(unknown)} is not in the variant file's python matrix",
             fix=f"choose from {', '.join(known) or 'no python variants'}",
         )
-    selected = [
+    return [
         o
         for o in outputs
         if (not pythons or o.python is None or o.python in pythons) and (not names or o.name in names)
     ]
+
+
+def plan_builds(
+    outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
+) -> list[BuildStep]:
+    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
     counts: dict[tuple[str, str, str], int] = {}
     first: dict[tuple[str, str, str], RenderedOutput] = {}
-    for output in selected:
+    for output in select_outputs(outputs, pythons=pythons, names=names):
         counts[output.key] = counts.get(output.key, 0) + 1
         first.setdefault(output.key, output)
     return [BuildStep(output=o, variants=counts[k]) for k, o in first.items()]

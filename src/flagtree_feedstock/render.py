@@ -63,7 +63,9 @@ def render(
     """Render every output of every variant of ``recipe`` for ``target``; no network is used."""
     rb = require("rattler_build", "py-rattler-build")
     if not recipe.is_file():
-        raise ConfigurationError(f"recipe {recipe} does not exist", fix="pass --recipe PATH to a recipe.yaml")
+        raise ConfigurationError(
+            f"recipe {recipe} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
+        )
     variants = _variant_config(variant_file, target, build)
     try:
         stage0 = rb.Stage0Recipe.from_file(recipe)

@@ -58,7 +58,7 @@ def find_packages(channel_dir: Path) -> list[Path]:
     if not channel_dir.is_dir():
         raise ConfigurationError(
             f"channel folder {channel_dir} does not exist",
-            fix="pass the --output-dir of `flagtree-feedstock build` (or the merged CI artifacts)",
+            fix="pass the folder a build wrote (`flagtree-feedstock build --output-dir DIR`), or the merged CI artifacts",
         )
     return package_files(channel_dir)
 
