@@ -15,7 +15,7 @@ from typing import Any
 
 from ._engine import require
 from .channel import check_local_channels, index_channel, publish_packages, seed_staging, staging_dir
-from .errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
+from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
 from .render import RenderedOutput
 
 LOGGER = logging.getLogger(__name__)
@@ -55,11 +55,17 @@ def select_outputs(
             f"--python {', '.join(unknown)} is not in the variant file's python matrix",
             fix=f"choose from {', '.join(known) or 'no python variants'}",
         )
-    return [
+    selected = [
         o
         for o in outputs
         if (not pythons or o.python is None or o.python in pythons) and (not names or o.name in names)
     ]
+    if not selected:
+        raise NothingToDoError(
+            f"no output of {', '.join(names)} is rendered for python {', '.join(pythons)}",
+            fix="check the variant file's matrix with --render-only (without --python and --output)",
+        )
+    return selected
 
 
 def plan_builds(
