@@ -133,8 +133,15 @@ def test_render_only_shows_only_the_python_asked_for(
             ("--tool", "mamba"),
             "--tool 'mamba' is not supported (fix: use one of boa, conda-build, rattler-build)",
         ),
+        (
+            ("--tool", "conda-build", "--channel", "file:///nonexistent-channel"),
+            (
+                "channel file:///nonexistent-channel: folder /nonexistent-channel does not exist "
+                "(fix: pass --channel an existing channel folder or a channel name)"
+            ),
+        ),
     ],
-    ids=["json-without-render-only", "output-with-conda-build", "unknown-tool"],
+    ids=["json-without-render-only", "output-with-conda-build", "unknown-tool", "missing-channel-folder"],
 )
 def test_options_that_cannot_work_are_named_before_the_host_check(
     tmp_path: Path,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._engine import require
-from .channel import check_local_channels, index_channel, publish_packages, seed_staging, staging_dir
+from .channel import index_channel, publish_packages, seed_staging, staging_dir
 from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
 from .render import RenderedOutput
 
@@ -117,7 +117,6 @@ def run_plan(
     ``ProgressCallback`` (downloads, build steps, the build log), handed to the engine unchanged.
     """
     rb = require("rattler_build", "py-rattler-build")
-    check_local_channels(settings.channels)
     tool = rb.ToolConfiguration(
         skip_existing="local",
         test_strategy=settings.test_strategy,

@@ -18,7 +18,7 @@ from rich.table import Table
 from . import __version__
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds, select_outputs
-from .channel import package_files
+from .channel import check_local_channels, package_files
 from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, check_can_build, host_platform, parse_platform
@@ -190,6 +190,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
     options = from_cli(vars(args), env)
     _check_build_flags(args, options)
+    check_local_channels(options.channels)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
     outputs = render(
         options.recipe_dir / "recipe.yaml",
