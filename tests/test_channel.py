@@ -164,8 +164,13 @@ def _unindexed_copy(toy_channel: Path, folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("state", ["missing", "empty", "unindexed"])
-@pytest.mark.parametrize("command", ["channel install", "build --channel"])
+@pytest.mark.parametrize(
+    ("command", "state"),
+    [
+        *(("channel install", state) for state in ("missing", "empty", "unindexed", "damaged")),
+        *(("build --channel", state) for state in ("missing", "empty", "unindexed")),
+    ],
+)
 def test_a_suggested_index_command_works(
     toy_channel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], state: str, command: str
 ) -> None:
@@ -175,6 +180,9 @@ def test_a_suggested_index_command_works(
         folder.mkdir()
     elif state == "unindexed":
         _unindexed_copy(toy_channel, folder)
+    elif state == "damaged":  # indexed, then its linux-64 index overwritten
+        shutil.copytree(toy_channel, folder)
+        (folder / "linux-64" / "repodata.json").write_text("not json")
     if command == "channel install":
         args = ["channel", "install", str(folder), "toy-py", "--target-platform", "linux-64"]
     else:
@@ -183,11 +191,23 @@ def test_a_suggested_index_command_works(
     assert main(args) in {2, 9}
     line = _error(capsys)
     suggested = re.search(r"\(fix: run: (flagtree-feedstock [^)]*)\)$", line)
-    assert bool(suggested) == (state == "unindexed"), line
+    assert bool(suggested) == (state in {"unindexed", "damaged"}), line
     if suggested:
         assert main(shlex.split(suggested.group(1))[1:]) == 0
         capsys.readouterr()
         assert main(args) == 0, capsys.readouterr().err
+
+
+def test_a_damaged_index_is_not_called_unreachable(
+    toy_channel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = shutil.copytree(toy_channel, tmp_path / "damaged")
+    (folder / "linux-64" / "repodata.json").write_text("not json")
+    assert main(["channel", "install", str(folder), "toy-py", "--target-platform", "linux-64"]) == 9
+    assert _error(capsys) == (
+        f"flagtree-feedstock: error: the channel index {folder / 'linux-64' / 'repodata.json'} is damaged: "
+        f"Expecting value: line 1 column 1 (char 0) (fix: run: flagtree-feedstock channel index {folder})"
+    )
 
 
 def test_the_platform_the_channel_holds_is_named(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -49,12 +50,17 @@ def _build_into(folder: Path) -> str:
     return f"build into it first: flagtree-feedstock build --output-dir {folder}"
 
 
+def _folder(channel: str) -> Path:
+    """The folder of a ``file://`` channel URL."""
+    return Path(unquote(urlparse(channel).path))
+
+
 def check_local_channels(channels: Sequence[str]) -> None:
     """Fail early, naming the channel, when a ``file://`` channel is not an indexed channel folder."""
     for channel in channels:
         if not channel.startswith("file://"):
             continue
-        folder = Path(unquote(urlparse(channel).path))
+        folder = _folder(channel)
         if (folder / "noarch" / "repodata.json").is_file():
             continue
         # Suggest indexing only where it works: a folder that exists and holds packages.
@@ -192,7 +198,7 @@ def _spec_names(rattler: Any, errors: Any, specs: Sequence[str]) -> set[str]:  #
 
 
 def _unreachable(exc: Exception, names: Sequence[str], channels: Sequence[Any]) -> ChannelError:
-    """A channel whose repodata could not be fetched: name it (the one in the engine's message, else all)."""
+    """A channel whose index could not be fetched: name it (the one in the engine's message, else all)."""
     reason = _first_line(exc)
     named = [n for n, c in zip(names, channels, strict=True) if c.base_url in reason] or list(names)
     cause = str(exc).strip().splitlines()[-1].removeprefix("Caused by: ")
@@ -200,6 +206,23 @@ def _unreachable(exc: Exception, names: Sequence[str], channels: Sequence[Any]) 
         f"channel {', '.join(named)} is unreachable: {reason}" + (f" ({cause})" if cause != reason else ""),
         fix="check the network and the http(s)_proxy variables, or install without that -c channel",
     )
+
+
+def _check_readable_index(folder: Path, platform: PlatformName) -> None:
+    """A local channel's index that is not JSON is damaged, not unreachable: say so, and how to rewrite it."""
+    for subdir in (platform, "noarch"):
+        repodata = folder / subdir / "repodata.json"
+        if not repodata.is_file():
+            continue
+        try:
+            json.loads(repodata.read_bytes())
+        except ValueError as exc:
+            raise ChannelError(
+                f"the channel index {repodata} is damaged: {_first_line(exc)}",
+                fix=f"run: flagtree-feedstock channel index {folder}"
+                if package_files(folder)
+                else _build_into(folder),
+            ) from None
 
 
 def _unsolvable(
@@ -253,6 +276,8 @@ def smoke_install(
     if not (channel_dir / "noarch" / "repodata.json").is_file():
         raise _not_indexed(channel_dir)
     check_local_channels(extra_channels)
+    for folder in [channel_dir, *(_folder(c) for c in extra_channels if c.startswith("file://"))]:
+        _check_readable_index(folder, platform)
     names = _spec_names(rattler, errors, specs)
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
