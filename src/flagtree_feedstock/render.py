@@ -11,7 +11,7 @@ from ._engine import require
 from .errors import ConfigurationError, NothingToDoError
 from .platforms import PlatformName
 
-# The variant keys that pin an upstream source; `--render-only` shows each next to every output.
+# The variant keys that pin an upstream source; `--render-only` shows each with the packages that use it.
 PIN_KEYS: tuple[str, ...] = ("llvm_commit", "flagtree_commit", "flagtree_cpu_commit", "sleef_commit")
 
 
