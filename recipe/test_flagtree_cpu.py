@@ -10,7 +10,7 @@ from pathlib import Path
 
 # The builder methods tle_arm64 adds and the libraries triton/_C must hold, as flagtree-doctor (a run
 # dependency of flagtree-cpu) records them once for the doctor, flagtree-verify and this test.
-from flagtree_feedstock.doctor.target import BUILDER_METHODS, RUNTIME_LIBRARIES
+from flagtree_doctor.target import BUILDER_METHODS, RUNTIME_LIBRARIES
 
 EXPECTED_BUILDER_METHODS = frozenset(BUILDER_METHODS)
 # Glob patterns: libsleef.so may carry its soname version.

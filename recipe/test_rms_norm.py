@@ -9,8 +9,8 @@ import sys
 
 # flagtree-doctor (a run dependency of flagtree-cpu) knows what the package was compiled for; its live CPU
 # detection (getauxval, prctl) is the one tested under qemu-user in the feedstock's emulated tier.
-from flagtree_feedstock.doctor.cpu import find_cpu, kernel_blockers
-from flagtree_feedstock.doctor.model import System
+from flagtree_doctor.cpu import find_cpu, kernel_blockers
+from flagtree_doctor.model import System
 
 
 def skip_reason() -> str | None:

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from flagtree_doctor import checks
+from flagtree_doctor.checks import CHECK_IDS
+from flagtree_doctor.cli import main
+from flagtree_doctor.cpu import Core, classify, decode_hwcaps, format_cpu_list
+from flagtree_doctor.model import Check, CheckResult, Facts, System
+from flagtree_doctor.target import PATCHED_DEFAULTS
 from flagtree_feedstock import cli as feedstock_cli
-from flagtree_feedstock.doctor import CHECK_IDS, checks
-from flagtree_feedstock.doctor.cli import main
-from flagtree_feedstock.doctor.cpu import Core, classify, decode_hwcaps, format_cpu_list
-from flagtree_feedstock.doctor.model import Check, CheckResult, Facts, System
-from flagtree_feedstock.doctor.target import PATCHED_DEFAULTS
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
 
@@ -164,7 +165,7 @@ def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(monkeypatch: pyte
 def test_a_crash_in_shared_facts_fails_each_dependant_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flagtree_feedstock.doctor import cpu  # noqa: PLC0415
+    from flagtree_doctor import cpu  # noqa: PLC0415
 
     def broken(system: System) -> None:
         raise OSError("no /proc")
@@ -194,7 +195,7 @@ def test_flagtree_feedstock_doctor_delegates() -> None:
 
 def test_base_import_stays_light() -> None:
     code = (
-        "import sys, flagtree_feedstock.doctor.cli, flagtree_feedstock.verify.cli;"
+        "import sys, flagtree_doctor.cli, flagtree_doctor.verify.cli;"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'rattler', 'rattler_build', 'yaml', 'torch', 'triton'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -225,7 +226,7 @@ def test_cpu_lists_and_capacity_only_classes() -> None:
 
 
 def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
-    from flagtree_feedstock.doctor.runtime import _load_verdict  # noqa: PLC0415
+    from flagtree_doctor.runtime import _load_verdict  # noqa: PLC0415
 
     killed = _load_verdict("triton-load", -4, "", "")
     assert (killed.status, killed.message) == (

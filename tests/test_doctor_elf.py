@@ -12,10 +12,10 @@ import pytest
 from rich.console import Console
 
 from _tools import aarch64_gcc, require_executable
-from flagtree_feedstock.doctor import elf
-from flagtree_feedstock.doctor.cli import main
-from flagtree_feedstock.doctor.glibc import loaded_libraries, resolve_library
-from flagtree_feedstock.doctor.model import System
+from flagtree_doctor import elf
+from flagtree_doctor.cli import main
+from flagtree_doctor.glibc import loaded_libraries, resolve_library
+from flagtree_doctor.model import System
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
 HOST_LIBC = next(

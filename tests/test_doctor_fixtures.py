@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from flagtree_feedstock.doctor.cli import main
+from flagtree_doctor.cli import main
 
 DATA = Path(__file__).parent / "data" / "doctor"
 CPU_CHECKS = ["cpu-features", "sve-vector-length", "core-types", "cpufreq-governor"]

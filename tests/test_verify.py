@@ -9,11 +9,11 @@ from importlib.machinery import ModuleSpec
 
 import pytest
 
+from flagtree_doctor.target import BUILDER_METHODS
+from flagtree_doctor.verify import cli as verify_cli
+from flagtree_doctor.verify import ops
+from flagtree_doctor.verify.ops import CASES, OP_NAMES, check_install
 from flagtree_feedstock import cli as feedstock_cli
-from flagtree_feedstock.doctor.target import BUILDER_METHODS
-from flagtree_feedstock.verify import cli as verify_cli
-from flagtree_feedstock.verify import ops
-from flagtree_feedstock.verify.ops import CASES, OP_NAMES, check_install
 
 
 def test_flagtree_absent_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,8 +90,8 @@ def test_kernels_are_skipped_where_the_cpu_cannot_run_them(monkeypatch: pytest.M
 
 
 def test_kernel_blockers_follow_the_doctor(tmp_path) -> None:
-    from flagtree_feedstock.doctor.cpu import CoreLayout, CpuFacts, kernel_blockers  # noqa: PLC0415
-    from flagtree_feedstock.doctor.target import PACKAGE_TARGET  # noqa: PLC0415
+    from flagtree_doctor.cpu import CoreLayout, CpuFacts, kernel_blockers  # noqa: PLC0415
+    from flagtree_doctor.target import PACKAGE_TARGET  # noqa: PLC0415
 
     def facts(machine: str, features: frozenset[str], bits: int | None) -> CpuFacts:
         layout = CoreLayout(big=(0,), little=(), basis="all alike")

@@ -51,7 +51,11 @@ VERDICTS = {
 
 def run_aarch64(cpu: str, *argv: str) -> subprocess.CompletedProcess[str]:
     assert QEMU is not None
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO / 'src'}:{RICH_SITE}", "NO_COLOR": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": f"{REPO / 'flagtree-doctor' / 'src'}:{RICH_SITE}",
+        "NO_COLOR": "1",
+    }
     return subprocess.run(
         [QEMU, "-L", str(SYSROOT), "-cpu", cpu, *argv],
         capture_output=True,
@@ -66,7 +70,7 @@ def run_aarch64(cpu: str, *argv: str) -> subprocess.CompletedProcess[str]:
 def test_doctor_live_verdict(cpu: str) -> None:
     features, bits, feature_status, vl_status = VERDICTS[cpu]
     done = run_aarch64(
-        cpu, str(PYTHON), "-m", "flagtree_feedstock.doctor", "--json", "cpu-features", "sve-vector-length"
+        cpu, str(PYTHON), "-m", "flagtree_doctor", "--json", "cpu-features", "sve-vector-length"
     )
     report = json.loads(done.stdout)
     assert report["machine"] == "aarch64"
@@ -92,7 +96,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("cpu", ["cortex-a76", "a64fx", "max"])
 def test_python_reads_the_same_auxv_as_c(cpu: str, probe: Path) -> None:
     from_c = run_aarch64(cpu, str(probe)).stdout.split()
-    code = "from flagtree_feedstock.doctor.cpu import live_hwcaps; print('%x %x' % live_hwcaps())"
+    code = "from flagtree_doctor.cpu import live_hwcaps; print('%x %x' % live_hwcaps())"
     from_python = run_aarch64(cpu, str(PYTHON), "-S", "-c", code).stdout.split()
     assert from_python == from_c
     assert len(from_c) == 2

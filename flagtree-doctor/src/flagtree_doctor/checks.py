@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-from flagtree_feedstock.errors import ConfigurationError
+from flagtree_doctor.errors import ConfigurationError
 
 from . import cpu, environment, glibc, runtime, toolchain
 from .model import Check, CheckResult, Facts, System

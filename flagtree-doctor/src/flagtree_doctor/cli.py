@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from flagtree_feedstock.errors import ConfigurationError, FeedstockError
+from flagtree_doctor.errors import ConfigurationError, DoctorError
 
 from .checks import CHECKS, diagnose
 from .model import System
@@ -52,7 +52,7 @@ def main(
                 fix="pass the top of a recorded tree (it holds proc/ and sys/)",
             )
         facts, results = diagnose(System.from_root(args.root, env), args.checks)
-    except FeedstockError as exc:
+    except DoctorError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.return_code
     if args.json:

@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flagtree_feedstock.doctor.cpu import find_cpu, kernel_blockers
-from flagtree_feedstock.doctor.model import System
+from flagtree_doctor.cpu import find_cpu, kernel_blockers
+from flagtree_doctor.model import System
 
 from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops
 from .references import TOLERANCES
