@@ -2,13 +2,15 @@
 
 The package holds the runtime diagnostics only (the repository's flagtree-doctor/ distribution): each console
 script it declares is on PATH and answers ``--help``, ``flagtree-doctor --list`` names the checks,
-and the build toolkit (``flagtree_feedstock``, py-rattler-build) is not installed with it.
+``flagtree-verify --json`` where FlagTree is absent is one JSON error object with exit status 2, and the
+build toolkit (``flagtree_feedstock``, py-rattler-build) is not installed with it.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import sys
 DISTRIBUTION = "flagtree-doctor"
 COMMANDS = frozenset({"flagtree-doctor", "flagtree-verify"})
 TOOLKIT_MODULES = ("flagtree_feedstock", "rattler_build", "rattler")
+EXIT_NOT_INSTALLED = 2
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -43,6 +46,17 @@ def check() -> list[str]:
     listed = _run("flagtree-doctor", "--list")
     if listed.returncode != 0 or not listed.stdout.startswith("cpu-features"):
         errors.append(f"flagtree-doctor --list exits {listed.returncode}: {_last_line(listed.stderr)}")
+    if importlib.util.find_spec("triton") is None:
+        done = _run("flagtree-verify", "--json")
+        try:
+            report = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            report = {}
+        if done.returncode != EXIT_NOT_INSTALLED or "error" not in report:
+            errors.append(
+                f"flagtree-verify --json without FlagTree exits {done.returncode} and prints "
+                f"{_last_line(done.stdout)!r}, not exit {EXIT_NOT_INSTALLED} with a JSON error object"
+            )
     errors += [
         f"{module} (the build toolkit) is installed with {DISTRIBUTION}"
         for module in TOOLKIT_MODULES

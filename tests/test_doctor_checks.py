@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,10 @@ import pytest
 from rich.console import Console
 
 from flagtree_doctor import checks
+from flagtree_doctor.capabilities import decode_hwcaps
 from flagtree_doctor.checks import CHECK_IDS
 from flagtree_doctor.cli import main
-from flagtree_doctor.cpu import Core, classify, decode_hwcaps, format_cpu_list
+from flagtree_doctor.cpu import Core, classify, format_cpu_list
 from flagtree_doctor.model import Check, CheckResult, Facts, System
 from flagtree_doctor.target import PATCHED_DEFAULTS
 from flagtree_feedstock import cli as feedstock_cli
@@ -30,7 +32,20 @@ def touch(root: Path, relative: str, *, executable: bool = False) -> Path:
     return path
 
 
+N2_CPUINFO = Path(__file__).parent / "data" / "doctor" / "neoverse-n2" / "proc" / "cpuinfo"
+
+
+def aarch64_root(root: Path) -> Path:
+    """``root`` with an aarch64 machine's proc/cpuinfo (a recorded Neoverse N2), unless it has one."""
+    cpuinfo = root / "proc" / "cpuinfo"
+    if not cpuinfo.exists():
+        cpuinfo.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(N2_CPUINFO, cpuinfo)
+    return root
+
+
 def statuses(root: Path, env: dict[str, str], *names: str) -> dict[str, tuple[str, str]]:
+    aarch64_root(root)
     console = Console(record=True, width=300, no_color=True)
     main(["--root", str(root), "--json", *names], env=env, console=console)
     report = json.loads(console.export_text())
@@ -151,13 +166,16 @@ def test_missing_flagtree_is_a_warning_and_dependants_skip(tmp_path: Path) -> No
     assert [v[0] for v in got.values()] == ["warn", "skip", "skip", "skip"]
 
 
-def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def explode(facts: Facts) -> CheckResult:
         raise RuntimeError("sysfs went away")
 
     broken = Check(id="cpu-features", group="cpu", summary="x", run=explode)
     monkeypatch.setattr(checks, "CHECKS", (broken, *checks.CHECKS[1:]))
-    results = checks.run_checks(checks.select(["cpu-features", "env-cc"]), Facts(System.from_root(None, {})))
+    system = System.from_root(aarch64_root(tmp_path), {})
+    results = checks.run_checks(checks.select(["cpu-features", "env-cc"]), Facts(system))
     assert [(r.id, r.status) for r in results] == [("cpu-features", "fail"), ("env-cc", "ok")]
     assert results[0].message == "the check crashed: RuntimeError: sysfs went away"
 

@@ -121,7 +121,7 @@ def main(
     if argv[:1] == ["verify"]:
         from flagtree_doctor.verify.cli import main as verify_main  # noqa: PLC0415
 
-        return verify_main(argv[1:], console=console, prog=f"{PROG} verify")
+        return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
     out = console or Console(highlight=False)

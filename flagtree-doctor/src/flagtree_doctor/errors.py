@@ -25,3 +25,9 @@ class ConfigurationError(DoctorError):
     """Bad input: an option, a check or op name, a ``--root`` tree, an environment variable's value."""
 
     return_code = 2
+
+
+class NotInstalledError(DoctorError):
+    """What is to be verified (FlagTree, torch) is not installed in this Python."""
+
+    return_code = 2

@@ -23,6 +23,12 @@ def _cpu_or_none(facts: Facts) -> CpuFacts | None:
         return None
 
 
+def count_line(results: Sequence[CheckResult]) -> str:
+    """The line under the table: how many checks ended in each status, e.g. ``4 ok, 1 warn, 2 fail, 8 skip``."""
+    counts = Counter(r.status for r in results)
+    return ", ".join(f"{counts.get(status, 0)} {status}" for status in STATUSES)
+
+
 def exit_status(results: Sequence[CheckResult]) -> int:
     """1 when a check failed, else 0."""
     return 1 if any(r.status == "fail" for r in results) else 0
