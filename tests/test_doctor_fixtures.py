@@ -72,7 +72,10 @@ def test_machine_tree(machine: str) -> None:
 def test_big_little_advice_names_the_cores_and_the_taskset_line() -> None:
     _, report = run_json(["--root", str(DATA / "cix-p1-orion-o6"), "core-types", "cpufreq-governor"])
     checks = {c["id"]: c for c in report["checks"]}  # type: ignore[union-attr]
-    assert checks["core-types"]["fix"] == "OMP_NUM_THREADS=8 taskset -c 4-11 python ..."
+    assert checks["core-types"]["fix"] == (
+        "flagtree-doctor --apply (OpenMP on the big cores whenever this environment is active), or "
+        "OMP_NUM_THREADS=8 taskset -c 4-11 python ..."
+    )
     assert "big Cortex-A720 on CPUs 4-11, little Cortex-A520 on CPUs 0-3" in checks["core-types"]["message"]
     assert checks["cpufreq-governor"]["fix"] == "sudo cpupower -c 4-11 frequency-set -g performance"
     assert report["cores"][0] == {"cpu": 0, "model": "Cortex-A520", "capacity": 279, "governor": "schedutil"}  # type: ignore[index]
@@ -203,6 +206,7 @@ def test_the_readme_records_a_tree_the_doctor_reads(tmp_path: Path) -> None:
     assert block is not None
     subprocess.run(["bash", "-euo", "pipefail", "-c", block[1]], cwd=tmp_path, check=True, timeout=60)
     tree = tmp_path / "machine-tree"
+
     def processors(text: str) -> list[str]:  # not the whole text: x86's "cpu MHz" changes between reads
         return [line for line in text.splitlines() if line.startswith("processor")]
 

@@ -1,7 +1,12 @@
-"""``flagtree-doctor [--root DIR] [--json] [--list] [CHECK ...]``: exit 1 when a check fails, 2 on bad input."""
+"""``flagtree-doctor [--root DIR] [--json | --list | --env [--shell sh|fish] | --apply [--undo]] [CHECK ...]``.
+
+Exit status: 0 every check passed (warnings allowed), 1 a check failed, 2 bad input (or, for ``--apply``, no
+active conda environment).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -10,10 +15,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from . import activation, openmp
 from ._cli import ArgumentParser, report_error
 from .checks import CHECKS, diagnose
+from .cpu import cpu_facts, format_cpu_list
 from .errors import ConfigurationError, DoctorError
-from .model import System
+from .model import Facts, System
+from .openmp import SHELLS
 from .report import SCHEMA_VERSION, count_line, exit_status, summary_lines, table, to_json
 
 PROG = "flagtree-doctor"
@@ -29,9 +37,53 @@ def _parser(prog: str) -> ArgumentParser:
     parser.add_argument(
         "--root", type=Path, help="judge a recorded tree of another machine (its proc/ and sys/) instead"
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1)")
-    parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1)")
+    mode.add_argument("--list", action="store_true", help="list the checks and exit")
+    mode.add_argument(
+        "--env", action="store_true", help="print the OpenMP environment recommended here, as export lines"
+    )
+    mode.add_argument(
+        "--apply",
+        action="store_true",
+        help="write that environment into the active conda environment's activation scripts",
+    )
+    parser.add_argument("--shell", choices=SHELLS, help="with --env: the shell to write for [sh]")
+    parser.add_argument("--undo", action="store_true", help="with --apply: remove what --apply wrote")
     return parser
+
+
+def _openmp(args: argparse.Namespace, system: System, env: Mapping[str, str], out: Console) -> int:
+    """``--env`` and ``--apply``: the OpenMP environment for this machine (or the --root tree)."""
+    layout = cpu_facts(Facts(system)).layout
+    recommended = openmp.recommend(layout.big, layout.little)
+    if args.env:
+        for line in openmp.export_lines(recommended, args.shell or "sh"):
+            out.print(escape(line), soft_wrap=True)
+        return 0
+    prefix = activation.conda_prefix(env)
+    if args.undo or not recommended:
+        removed = activation.remove(prefix)
+        if not args.undo:
+            out.print("the cores are all alike: no OpenMP setting is needed")
+        for path in removed:
+            out.print(escape(f"removed {path}"), soft_wrap=True)
+        if args.undo and not removed:
+            out.print(escape(f"nothing to remove: flagtree-doctor --apply wrote nothing into {prefix}"))
+        return 0
+    why = f"OpenMP on the big cores {layout.taskset}, not the little {format_cpu_list(layout.little)}"
+    changed = activation.write(activation.scripts(prefix, recommended, why))
+    for path in changed:
+        out.print(escape(f"wrote {path}"), soft_wrap=True)
+    settings = " ".join(f"{name}={value}" for name, value in recommended.items())
+    state = "takes effect at the next `conda activate`" if changed else "already in place"
+    out.print(escape(f"{settings}: {state}"), soft_wrap=True)
+    for name in recommended:
+        if name in env:
+            out.print(
+                escape(f"{name} is set in this shell ({env[name]!r}): the activation leaves it as it is")
+            )
+    return 0
 
 
 def check_root(root: Path) -> None:
@@ -68,7 +120,14 @@ def main(
             return 0
         if args.root is not None:
             check_root(args.root)
-        facts, results = diagnose(System.from_root(args.root, env), args.checks)
+        if args.shell is not None and not args.env:
+            raise ConfigurationError("--shell goes with --env", fix="flagtree-doctor --env --shell fish")
+        if args.undo and not args.apply:
+            raise ConfigurationError("--undo goes with --apply", fix="flagtree-doctor --apply --undo")
+        system = System.from_root(args.root, env)
+        if args.env or args.apply:
+            return _openmp(args, system, system.env, out)
+        facts, results = diagnose(system, args.checks)
     except DoctorError as exc:
         return report_error(exc, prog=prog, as_json=as_json, schema_version=SCHEMA_VERSION, out=out)
     if args.json:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from . import openmp
 from .capabilities import KNOWN_FEATURES, Capabilities, judge, live_capabilities
 from .model import CheckResult, Facts, System
 from .target import PACKAGE_TARGET
@@ -297,12 +298,23 @@ def check_core_types(facts: Facts) -> CheckResult:
         )
     big_models = ", ".join(sorted({by_cpu[c].model for c in layout.big}))
     little_models = ", ".join(sorted({by_cpu[c].model for c in layout.little}))
+    cores = (
+        f"big.LITTLE ({layout.basis}): big {big_models} on CPUs {layout.taskset}, little {little_models} on "
+        f"CPUs {format_cpu_list(layout.little)}"
+    )
+    recommended = openmp.recommend(layout.big, layout.little)
+    if openmp.is_applied(recommended, facts.system.env):
+        return CheckResult(
+            id=check,
+            status="ok",
+            message=f"{cores}; OpenMP runs on the big cores (OMP_PLACES, OMP_NUM_THREADS)",
+        )
     return CheckResult(
         id=check,
         status="warn",
-        message=f"big.LITTLE ({layout.basis}): big {big_models} on CPUs {layout.taskset}, little "
-        f"{little_models} on CPUs {format_cpu_list(layout.little)}; threads on little cores slow every kernel",
-        fix=f"OMP_NUM_THREADS={len(layout.big)} taskset -c {layout.taskset} python ...",
+        message=f"{cores}; threads on little cores slow every kernel",
+        fix=f"flagtree-doctor --apply (OpenMP on the big cores whenever this environment is active), or "
+        f"OMP_NUM_THREADS={len(layout.big)} taskset -c {layout.taskset} python ...",
     )
 
 

@@ -31,3 +31,9 @@ class NotInstalledError(DoctorError):
     """What is to be verified (FlagTree, torch) is not installed in this Python."""
 
     return_code = 2
+
+
+class EnvironmentNotActiveError(DoctorError):
+    """``--apply`` needs an active conda environment to write into."""
+
+    return_code = 2
