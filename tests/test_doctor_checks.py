@@ -17,7 +17,7 @@ from flagtree_doctor.checks import CHECK_IDS
 from flagtree_doctor.cli import main
 from flagtree_doctor.cpu import Core, classify, format_cpu_list
 from flagtree_doctor.model import Check, CheckResult, Facts, System
-from flagtree_doctor.target import PATCHED_DEFAULTS
+from flagtree_doctor.target import BUILDER_METHODS, PACKAGE_TARGET, PATCHED_DEFAULTS
 from flagtree_feedstock import cli as feedstock_cli
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
@@ -220,6 +220,18 @@ def test_base_import_stays_light() -> None:
     assert out.strip() == "[]"
 
 
+def test_the_cpu_check_imports_only_the_standard_library() -> None:
+    """FlagTree imports it before every kernel it loads: none of the doctor's checks, no rich."""
+    code = (
+        "import sys; before = set(sys.modules); import flagtree_doctor.cpu_check;"
+        "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('flagtree_doctor', '_'))))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(Path(__file__).parents[1] / "flagtree-doctor" / "src")}).stdout  # fmt: skip
+    loaded = {m.split(".")[0] for m in out.strip().strip("[]").replace("'", "").split(", ")} - {""}
+    assert loaded <= set(sys.stdlib_module_names), loaded - set(sys.stdlib_module_names)
+
+
 def test_hwcap_decoding_matches_qemu_cortex_a76() -> None:
     # getauxval values printed by a Debian arm64 python under qemu-aarch64-static -cpu cortex-a76.
     assert decode_hwcaps(0x119FFB, 0) == {"asimd", "fphp", "asimdhp", "asimddp"}
@@ -259,3 +271,44 @@ def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
     partial = _load_verdict("triton-load", 0, '{"missing": ["create_cpu_swiglu"]}\n', "")
     assert (partial.status, partial.message) == ("fail", "libtriton lacks the TLE builders create_cpu_swiglu")
     assert _load_verdict("triton-load", 0, '{"missing": []}\n', "").status == "ok"
+
+
+def test_the_load_check_loads_the_runtime_only_where_the_cpu_can_run_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With patch 0008 libtriton loads on any CPU; the runtime libraries, built for Armv9, only where they run.
+
+    A stand-in for FlagTree's `triton` (a .py libtriton with the builders, runtime files that cannot load) and
+    a CPU verdict that says no: the check imports libtriton alone, and says so.
+    """
+    from flagtree_doctor import runtime  # noqa: PLC0415
+    from flagtree_doctor.capabilities import Capabilities  # noqa: PLC0415
+
+    package = tmp_path / "site" / "triton"
+    (package / "_C").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_C" / "__init__.py").write_text("")
+    methods = "".join(f"        {name} = None\n" for name in BUILDER_METHODS)
+    (package / "_C" / "libtriton.py").write_text(f"class ir:\n    class builder:\n{methods}")
+    for name in ("libsleef.so", "libTritonCPURuntime.so"):
+        (package / "_C" / name).write_text("not a shared object")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+
+    def cpu(features: frozenset[str], bits: int | None) -> Capabilities:
+        return Capabilities(machine="aarch64", features=features, source="test", sve_vector_bits=bits)
+
+    monkeypatch.setattr(runtime, "live_capabilities", lambda: cpu(frozenset({"asimd"}), None))
+    result = runtime.check_load(Facts(System.from_root(None, env)))
+    assert (result.status, result.message) == (
+        "ok",
+        (
+            "libtriton loads with all 10 create_cpu_* builders (the runtime libraries were not loaded: this CPU "
+            "cannot run them)"
+        ),
+    )
+    # Where the CPU can run them, they are preloaded as the driver does (and these cannot load).
+    monkeypatch.setattr(runtime, "live_capabilities", lambda: cpu(PACKAGE_TARGET.required_features, 128))
+    result = runtime.check_load(Facts(System.from_root(None, env)))
+    assert result.status == "fail"
+    assert "libsleef.so" in result.message
