@@ -146,13 +146,13 @@ def main(
     """Run the CLI and return its exit status; errors become one line on stderr."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["doctor"]:
-        from .doctor.cli import main as doctor_main  # noqa: PLC0415
+        from flagtree_doctor.cli import main as doctor_main  # noqa: PLC0415
 
         return doctor_main(argv[1:], env=env, console=console, prog=f"{PROG} doctor")
     if argv[:1] == ["verify"]:
-        from .verify.cli import main as verify_main  # noqa: PLC0415
+        from flagtree_doctor.verify.cli import main as verify_main  # noqa: PLC0415
 
-        return verify_main(argv[1:], console=console, prog=f"{PROG} verify")
+        return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
     out = console or Console(highlight=False)
