@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from _recipe_support import OUTPUTS, RECIPE_DIR, VARIANTS
+from _recipe_support import OUTPUTS, RECIPE_DIR, VARIANT_FILES
 
 
 @pytest.mark.conda_build
@@ -34,7 +34,7 @@ def test_conda_build_check_accepts_meta_yaml(tmp_path: Path) -> None:
         "--check",
         str(RECIPE_DIR),
         "-m",
-        str(VARIANTS),
+        str(VARIANT_FILES[0]),
         "--override-channels",
         "-c",
         channel.as_uri(),

@@ -17,7 +17,7 @@ from _recipe_support import (
     PYTHONS,
     RECIPE_V1,
     TARGET,
-    VARIANTS,
+    VARIANT_FILES,
     as_list,
     meta_outputs,
     render_meta,
@@ -29,7 +29,7 @@ from flagtree_feedstock.render import render
 @cache
 def _v1_outputs(python: str) -> dict[str, dict[str, Any]]:
     """The rendered v1 outputs of one python variant, as plain dicts."""
-    rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)  # native, whatever this host is
+    rendered = render(RECIPE_V1, VARIANT_FILES, target=TARGET, build=TARGET)  # native, whatever this host is
     chosen = {}
     for output in rendered:
         if output.python in (None, python):
@@ -148,7 +148,7 @@ def test_same_licences(name):
 
 
 def test_same_outputs_skipped_on_linux_64():
-    v1 = {o.name for o in render(RECIPE_V1, VARIANTS, target="linux-64")}
+    v1 = {o.name for o in render(RECIPE_V1, VARIANT_FILES, target="linux-64")}
     meta = {
         name for name, o in meta_outputs(target="linux-64").items() if not (o.get("build") or {}).get("skip")
     }
@@ -157,7 +157,7 @@ def test_same_outputs_skipped_on_linux_64():
 
 def test_same_cross_requirements():
     # linux-64 -> linux-aarch64, as conda-forge cross-compiles: both recipes add the same build requirements.
-    rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build="linux-64")
+    rendered = render(RECIPE_V1, VARIANT_FILES, target=TARGET, build="linux-64")
     v1 = next(o for o in rendered if o.name == "flagtree-cpu").engine_variant.recipe.to_dict()["requirements"]
     meta = meta_outputs(build="linux-64")["flagtree-cpu"]["requirements"]
     assert requirement_strings(v1["build"]) == requirement_strings(meta["build"])

@@ -6,13 +6,13 @@ from functools import cache
 
 import pytest
 
-from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANTS, first_variant
+from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANT_FILES, first_variant
 from flagtree_feedstock.render import RenderedOutput, render
 
 
 @cache
 def _rendered(target: str) -> tuple[RenderedOutput, ...]:
-    return tuple(render(RECIPE_V1, VARIANTS, target=target))  # type: ignore[arg-type]
+    return tuple(render(RECIPE_V1, VARIANT_FILES, target=target))  # type: ignore[arg-type]
 
 
 def _by_name(target: str, name: str) -> list[RenderedOutput]:
@@ -87,7 +87,7 @@ def test_linux_64_skips_the_aarch64_outputs(name):
 
 @pytest.mark.parametrize(("build", "cross"), [("linux-64", True), ("linux-aarch64", False)])
 def test_cross_python_only_when_cross_compiling(build, cross):
-    rendered = render(RECIPE_V1, VARIANTS, target="linux-aarch64", build=build)
+    rendered = render(RECIPE_V1, VARIANT_FILES, target="linux-aarch64", build=build)
     cpu = next(o for o in rendered if o.name == "flagtree-cpu")
     requirements = [str(r) for r in cpu.engine_variant.recipe.to_dict()["requirements"]["build"]]
     added = ["python", "cross-python_linux-aarch64", "pybind11 >=2.13.1"]

@@ -221,7 +221,7 @@ def test_render_step_emits_the_toy_recipes_python_matrix(tmp_path: Path) -> None
         f"{o.name}-{o.version}-{o.build_string}"
         for o in render(
             TOY / "recipe.yaml",
-            TOY / "conda_build_config.yaml",
+            (TOY / "conda_build_config.yaml",),
             target="linux-aarch64",
             build="linux-aarch64",
         )
@@ -265,8 +265,11 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
         "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(ROOT / "conda_build_config.yaml"),
     }
     outputs = _run_render_step(tmp_path, {**workflow["env"], **recipe}, tmp_path)
+    # The job names only the global variant file; the recipe folder's own (the pins) is read after it.
     rendered = render(
-        ROOT / "recipe" / "recipe.yaml", ROOT / "conda_build_config.yaml", target="linux-aarch64"
+        ROOT / "recipe" / "recipe.yaml",
+        (ROOT / "conda_build_config.yaml", ROOT / "recipe" / "conda_build_config.yaml"),
+        target="linux-aarch64",
     )
     names = {o.name for o in rendered}
     for key in ("LLVM_OUTPUT", "DOCTOR_OUTPUT", "CPU_OUTPUT"):
