@@ -240,3 +240,24 @@ def test_every_key_has_a_reason_and_quoted_values(path: Path) -> None:
 def test_the_recipe_folder_file_is_where_conda_smithy_reads_it() -> None:
     assert OWN == ROOT / "recipe" / "conda_build_config.yaml"
     assert OWN.is_file()
+
+
+def test_both_variant_loaders_hash_the_same() -> None:
+    """rattler-build's variants.yaml reader (`from_file`, what conda-build's hand-off of recipe.yaml uses)
+    and its conda_build_config.yaml reader see the same values, so the build strings agree."""
+    import rattler_build as rb  # noqa: PLC0415
+
+    platform = rb.PlatformConfig(target_platform="linux-aarch64")
+    by_cbc = rb.VariantConfig({})
+    for path in VARIANT_FILES:
+        by_cbc = by_cbc.merge(rb.VariantConfig.from_conda_build_config(path, rb.JinjaConfig(platform=platform)))
+    by_file = rb.VariantConfig.from_files(list(VARIANT_FILES))
+    assert by_file.to_dict() == by_cbc.to_dict()
+
+    def build_strings(config: object) -> list[tuple[str, str]]:
+        rendered = rb.Stage0Recipe.from_file(RECIPE_DIR / "recipe.yaml").render(
+            variant_config=config, render_config=rb.RenderConfig(platform=platform)
+        )
+        return [(v.recipe.package.name, str(v.recipe.build.string)) for v in rendered]
+
+    assert build_strings(by_file) == build_strings(by_cbc)
