@@ -243,15 +243,18 @@ def test_the_recipe_folder_file_is_where_conda_smithy_reads_it() -> None:
 
 
 def test_both_variant_loaders_hash_the_same() -> None:
-    """rattler-build's variants.yaml reader (`from_file`, what conda-build's hand-off of recipe.yaml uses)
-    and its conda_build_config.yaml reader see the same values, so the build strings agree."""
+    """rattler-build's variants.yaml reader (`from_file`, merged file by file: what conda-build's hand-off of
+    recipe.yaml does, conda_build/_rattler_build/compat.py) and its conda_build_config.yaml reader see the
+    same values, so the build strings agree."""
     import rattler_build as rb  # noqa: PLC0415
 
     platform = rb.PlatformConfig(target_platform="linux-aarch64")
     by_cbc = rb.VariantConfig({})
     for path in VARIANT_FILES:
         by_cbc = by_cbc.merge(rb.VariantConfig.from_conda_build_config(path, rb.JinjaConfig(platform=platform)))
-    by_file = rb.VariantConfig.from_files(list(VARIANT_FILES))
+    by_file = rb.VariantConfig({})
+    for path in VARIANT_FILES:
+        by_file = by_file.merge(rb.VariantConfig.from_file(path))
     assert by_file.to_dict() == by_cbc.to_dict()
 
     def build_strings(config: object) -> list[tuple[str, str]]:
