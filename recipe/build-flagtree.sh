@@ -42,10 +42,11 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   cross_cmake_args="${CMAKE_ARGS:-} -DCMAKE_CROSSCOMPILING_EMULATOR=${CROSSCOMPILING_EMULATOR}"
 fi
 
-# sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by the
-# recipe's own pinned sleef source, so the sleef that is built is the one sleef_commit names.
+# sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by a copy of
+# the recipe's own pinned sleef source, so the sleef that is built is the one sleef_commit names. A copy: the
+# engines collect sleef/LICENSE.txt (about.license_file) after this script.
 rm -rf "${cpu_src}/third_party/sleef"
-mv "${sleef_src}" "${cpu_src}/third_party/sleef"
+cp -a "${sleef_src}" "${cpu_src}/third_party/sleef"
 
 # The 12 symlinks FlagTree's CPU build expects, made by upstream's own script from the local flagtree-cpu
 # tree (given relative to SRC_DIR, the folder it runs from): with --flagtree-cpu-path it neither clones

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from _recipe_support import RECIPE_DIR
 from _tools import network_jail
@@ -85,6 +86,8 @@ class StandIn:
         _write(src / "sleef" / "LICENSE.txt", "sleef")
         _write(src / "sleef" / "PINNED_SOURCE", "")
         _write(src / "llvm-project" / "llvm" / "CMakeLists.txt", "")
+        _write(src / "llvm-project" / "llvm" / "LICENSE.TXT", "llvm")
+        _write(src / "llvm-project" / "mlir" / "LICENSE.TXT", "mlir")
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
@@ -146,9 +149,18 @@ def test_build_flagtree_links_the_pinned_sources(standin):
         "third_party/flagtree-cpu",
     ]
     assert (log / "link.cwd").read_text().strip() == str(standin.src)
-    # The recipe's sleef source replaced the submodule checkout before the link script ran.
+    # A copy of the recipe's sleef source replaced the submodule checkout before the link script ran.
     assert (log / "link.sleef").read_text().split() == ["CMakeLists.txt", "LICENSE.txt", "PINNED_SOURCE"]
-    assert not (standin.src / "sleef").exists()
+
+
+def test_build_flagtree_leaves_every_licence_file_in_place(standin):
+    # The engines copy about.license_file from the work folder after the build script: each must be there.
+    assert standin.run("build-flagtree.sh").returncode == 0
+    recipe = yaml.safe_load((RECIPE_DIR / "recipe.yaml").read_text())
+    (cpu,) = [o for o in recipe["outputs"] if o["package"]["name"] == "flagtree-cpu"]
+    licences = cpu["about"]["license_file"]
+    assert "sleef/LICENSE.txt" in licences
+    assert [f for f in licences if not (standin.src / f).is_file()] == []
 
 
 def test_build_flagtree_runs_pip_once_offline_from_python(standin):

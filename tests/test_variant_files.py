@@ -251,7 +251,9 @@ def test_both_variant_loaders_hash_the_same() -> None:
     platform = rb.PlatformConfig(target_platform="linux-aarch64")
     by_cbc = rb.VariantConfig({})
     for path in VARIANT_FILES:
-        by_cbc = by_cbc.merge(rb.VariantConfig.from_conda_build_config(path, rb.JinjaConfig(platform=platform)))
+        by_cbc = by_cbc.merge(
+            rb.VariantConfig.from_conda_build_config(path, rb.JinjaConfig(platform=platform))
+        )
     by_file = rb.VariantConfig({})
     for path in VARIANT_FILES:
         by_file = by_file.merge(rb.VariantConfig.from_file(path))
