@@ -297,6 +297,7 @@ def test_recipe_yaml_survives_conda_smithys_context_renderer():
         compiler=lambda lang: f"{lang}_compiler_stub",
         stdlib=lambda lang: f"{lang}_stdlib_stub",
         pin_subpackage=lambda name, **_: f"{name}_pin_stub",
+        env=types.SimpleNamespace(get=lambda name, default=None: f'env_"{name}"'),
         linux=True,
         x86_64=True,
         unix=True,
