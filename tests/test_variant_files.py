@@ -143,7 +143,7 @@ def test_empty_python_list(copy: Copy, capsys: pytest.CaptureFixture[str]) -> No
     line = copy.edit(copy.global_file, block[0], "python: []\n")
     assert copy.fails(capsys) == (
         f"flagtree-feedstock: error: {copy.global_file}:{line}: python is an empty list "
-        '(fix: give python a list of python versions, e.g. "3.12.* *_cpython")'
+        '(fix: make python a list of python versions, e.g. "3.12.* *_cpython")'
     )
 
 
@@ -266,3 +266,23 @@ def test_both_variant_loaders_hash_the_same() -> None:
         return [(v.recipe.package.name, str(v.recipe.build.string)) for v in rendered]
 
     assert build_strings(by_file) == build_strings(by_cbc)
+
+
+def test_a_pin_that_is_not_a_list(copy: Copy, capsys: pytest.CaptureFixture[str]) -> None:
+    line = copy.edit(
+        copy.own,
+        'sleef_commit:\n  - "93f04d869471ce4d007abaebb8c6a7bc62749f61"\n',
+        'sleef_commit: "93f04d869471ce4d007abaebb8c6a7bc62749f61"\n',
+    )
+    assert copy.fails(capsys) == (
+        f"flagtree-feedstock: error: {copy.own}:{line}: sleef_commit is not a list "
+        "(fix: make sleef_commit a list with a full git commit (40 hex digits))"
+    )
+
+
+def test_broken_yaml_names_the_file_and_where(copy: Copy, capsys: pytest.CaptureFixture[str]) -> None:
+    copy.global_file.write_text('python:\n  - "3.10"\n  "3.11"\n   - : [\n')
+    assert copy.fails(capsys) == (
+        f"flagtree-feedstock: error: variant file {copy.global_file} is not a valid conda_build_config.yaml: "
+        "could not find expected ':' at line 4, column 4 (fix: correct the YAML (every key maps to a list of values))"
+    )

@@ -303,8 +303,10 @@ def _values(entries: Mapping[str, list[_Entry]]) -> Iterator[ConfigurationError]
         entry = found[-1]  # the one that wins
         if not entry.is_list or not entry.values:
             shape = "an empty list" if entry.is_list else "not a list"
+            what = _expected(name)
+            what = what if what.startswith("a list") else f"a list with {what}"
             yield ConfigurationError(
-                f"{entry.file}:{entry.line}: {name} is {shape}", fix=f"give {name} {_expected(name)}"
+                f"{entry.file}:{entry.line}: {name} is {shape}", fix=f"make {name} {what}"
             )
             continue
         for suffix, (digits, what) in _HEX.items():
