@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# flagtree-cpu: FlagTree with FLAGTREE_BACKEND=cpu against flagtree-llvm (in $PREFIX), one python at a time.
+# flagtree-cpu: FlagTree with FLAGTREE_BACKEND=cpu against flagtree-llvm (in $PREFIX/lib/flagtree-llvm), one
+# python at a time.
 # Called by recipe.yaml (rattler-build) and meta.yaml (conda-build, boa) alike; runs without network: every
 # source was fetched and patched by the engine before this script starts.
 set -euo pipefail
@@ -27,17 +28,20 @@ for licence in LICENSE "${cpu_rel}/LICENSE" sleef/LICENSE.txt; do
   [[ -f "${licence}" ]] || die "licence file ${licence} (about.license_file) is missing"
 done
 
+# flagtree-llvm's own prefix (build-llvm.sh), apart from conda-forge's llvmdev/mlir, which use $PREFIX itself.
+llvm_prefix="${PREFIX}/lib/flagtree-llvm"
+
 # Cross-compiling: FlagTree's CMake does not see conda's CMAKE_ARGS, and its aarch64 -march block and LLVM
 # link list follow CMAKE_SYSTEM_PROCESSOR, so the cross toolchain goes in through TRITON_APPEND_CMAKE_ARGS
-# (below). FlagTree runs flagtree-llvm's mlir-tblgen/llvm-tblgen from $PREFIX, which are target binaries:
-# they run only under an emulator (qemu-user via binfmt, CROSSCOMPILING_EMULATOR), so check that first.
+# (below). FlagTree runs flagtree-llvm's mlir-tblgen, which is a target binary: it runs only under an
+# emulator (qemu-user via binfmt, CROSSCOMPILING_EMULATOR), so check that first.
 cross_cmake_args=""
 if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   [[ -n "${CROSSCOMPILING_EMULATOR:-}" ]] \
     || die "cross-compiling ${build_platform} -> ${target_platform} needs CROSSCOMPILING_EMULATOR (qemu-user)"
   # The target's loader and libraries, for binaries qemu-user runs.
   export QEMU_LD_PREFIX="${QEMU_LD_PREFIX:-${BUILD_PREFIX:-}/${HOST:-}/sysroot}"
-  "${PREFIX}/bin/mlir-tblgen" --version >/dev/null \
+  "${llvm_prefix}/bin/mlir-tblgen" --version >/dev/null \
     || die "flagtree-llvm's mlir-tblgen does not run here (is qemu-user registered with binfmt_misc?)"
   cross_cmake_args="${CMAKE_ARGS:-} -DCMAKE_CROSSCOMPILING_EMULATOR=${CROSSCOMPILING_EMULATOR}"
 fi
@@ -52,10 +56,11 @@ mv "${sleef_src}" "${cpu_src}/third_party/sleef"
 # nor fetches.
 bash python/scripts/link_flagtree_cpu.sh --flagtree-cpu-path "${cpu_rel}"
 
-# LLVM: flagtree-llvm is installed in the host prefix. LLVM_SYSPATH stops setup.py's LLVM download.
-export LLVM_SYSPATH="${PREFIX}"
-export LLVM_INCLUDE_DIRS="${PREFIX}/include"
-export LLVM_LIBRARY_DIR="${PREFIX}/lib"
+# LLVM: flagtree-llvm, from the host prefix. LLVM_SYSPATH stops setup.py's LLVM download; setup.py gives
+# CMake LLVM_SYSPATH/include and LLVM_SYSPATH/lib (FlagTree's CMakeLists.txt finds MLIR in lib/cmake/mlir).
+export LLVM_SYSPATH="${llvm_prefix}"
+export LLVM_INCLUDE_DIRS="${llvm_prefix}/include"
+export LLVM_LIBRARY_DIR="${llvm_prefix}/lib"
 
 # Offline. `1`, not `ON`: FlagTree's own OfflineBuildManager treats only `ON` as its offline mode and then
 # wants a folder of NVIDIA toolkits (FLAGTREE_OFFLINE_BUILD_DIR, which must stay unset).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# flagtree-llvm: LLVM + MLIR at FlagTree's cmake/llvm-hash.txt, static, AArch64 target only, into $PREFIX.
+# flagtree-llvm: LLVM + MLIR at FlagTree's cmake/llvm-hash.txt, static, AArch64 target only: only what
+# FlagTree's cpu build links and runs, installed into its own prefix, $PREFIX/lib/flagtree-llvm.
 # Called by recipe.yaml (rattler-build) and meta.yaml (conda-build, boa) alike; runs without network.
 set -euo pipefail
 
@@ -9,6 +10,11 @@ build="${SRC_DIR}/llvm-build"
 # conda's toolchain arguments (compilers, ar/ranlib, find-root); our install prefix comes last and wins.
 conda_cmake_args=()
 read -r -a conda_cmake_args <<<"${CMAKE_ARGS:-}"
+
+# The private prefix: conda-forge's llvmdev/mlir/libllvm* install lib/libMLIRIR.a, bin/mlir-tblgen,
+# lib/cmake/llvm, ... into $PREFIX itself, so ours goes where no other package writes (as Debian keeps each
+# LLVM in /usr/lib/llvm-N). build-flagtree.sh points FlagTree's LLVM_SYSPATH here.
+llvm_prefix="${PREFIX}/lib/flagtree-llvm"
 
 # What libtriton needs and nothing more. AArch64 only: python/src/llvm.cc calls InitializeAllTargets(),
 # and libtriton links only the AArch64 CodeGen/AsmParser pair, so any other target left in LLVM would be an
@@ -30,18 +36,20 @@ cmake_args=(
   -DLLVM_ENABLE_LIBEDIT=OFF
   -DLLVM_ENABLE_LIBPFM=OFF
   -DLLVM_BUILD_TELEMETRY=OFF
-  # Tools, tests, benchmarks, examples and docs are not what FlagTree links.
+  # Tools, utils, tests, benchmarks, examples and docs are not what FlagTree links; the two tablegens it
+  # needs are distribution components (below).
   -DLLVM_BUILD_TOOLS=OFF
+  -DLLVM_BUILD_UTILS=OFF
+  -DLLVM_INSTALL_UTILS=OFF
   -DLLVM_INCLUDE_TESTS=OFF
   -DMLIR_INCLUDE_TESTS=OFF
   -DLLVM_INCLUDE_BENCHMARKS=OFF
   -DLLVM_INCLUDE_EXAMPLES=OFF
   -DLLVM_INCLUDE_DOCS=OFF
   -DMLIR_ENABLE_BINDINGS_PYTHON=OFF
-  # ... but FlagTree's CMake runs llvm-tblgen and mlir-tblgen from the install: utils are built and installed.
-  -DLLVM_BUILD_UTILS=ON
-  -DLLVM_INSTALL_UTILS=ON
-  -DCMAKE_INSTALL_PREFIX="${PREFIX}"
+  # FlagTree builds no MLIR aggregate library: the object files of MLIR's C API are not installed.
+  -DMLIR_INSTALL_AGGREGATE_OBJECTS=OFF
+  -DCMAKE_INSTALL_PREFIX="${llvm_prefix}"
   -DCMAKE_INSTALL_LIBDIR=lib
 )
 
@@ -77,6 +85,17 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   )
 fi
 
-cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}"
-cmake --build "${build}" --parallel "${CPU_COUNT}"
-cmake --install "${build}"
+# Only what FlagTree links and runs is built and installed, through LLVM's distribution mechanism
+# (LLVM_DISTRIBUTION_COMPONENTS + install-distribution): a first configure writes LLVM's link graph, from
+# which llvm_distribution.py lists FlagTree's libraries with everything they link, the tablegens, the headers
+# and the CMake packages; the second configure exports just those, and only those are built. Nothing else
+# is installed: no libLTO.so, libRemarks.so or tool LLVM's `all` would build.
+mkdir -p "${build}"
+printf 'set(GRAPHVIZ_GENERATE_PER_TARGET FALSE)\nset(GRAPHVIZ_GENERATE_DEPENDERS FALSE)\n' \
+  >"${build}/CMakeGraphVizOptions.cmake"
+cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}" \
+  --graphviz="${build}/link-graph.dot"
+components="$(python3 "${RECIPE_DIR}/llvm_distribution.py" "${build}/link-graph.dot")"
+cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}" \
+  -DLLVM_DISTRIBUTION_COMPONENTS="${components//$'\n'/;}"
+cmake --build "${build}" --parallel "${CPU_COUNT}" --target install-distribution

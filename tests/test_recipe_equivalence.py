@@ -60,12 +60,18 @@ def _script(lines: Any) -> list[str]:
 
 def _v1_tests(output: dict[str, Any]) -> dict[str, Any]:
     tests: dict[str, Any] = {"imports": [], "pip_check": False, "commands": [], "files": [], "contents": []}
+    tests["absent"] = []
     for test in output.get("tests", []):
         if "python" in test:
             tests["imports"] += test["python"]["imports"]
             tests["pip_check"] = test["python"].get("pip_check", True)
         if "package_contents" in test:
-            tests["contents"] += test["package_contents"]["files"]
+            files = test["package_contents"]["files"]
+            if isinstance(files, dict):  # {exists: [...], not_exists: [...]}
+                tests["contents"] += files.get("exists", [])
+                tests["absent"] += files.get("not_exists", [])
+            else:
+                tests["contents"] += files
         if "script" in test:
             tests["commands"] += as_list(test["script"])
             tests["files"] += test.get("files", {}).get("recipe", [])
@@ -76,10 +82,11 @@ _SP_DIR = "lib/python*/site-packages/"
 
 
 def _meta_tests(output: dict[str, Any]) -> dict[str, Any]:
-    """conda-build's test section in the same shape: `ls ${SP_DIR}/x` and `test -f $PREFIX/x` are contents."""
+    """conda-build's test section in the same shape: `ls ${SP_DIR}/x` and `test -f $PREFIX/x` are contents,
+    `test ! -e $PREFIX/x` is an absent file."""
     test = output.get("test", {})
     tests: dict[str, Any] = {"imports": test.get("imports", []), "pip_check": False, "commands": []}
-    tests |= {"files": test.get("files", []), "contents": []}
+    tests |= {"files": test.get("files", []), "contents": [], "absent": []}
     for command in test.get("commands", []):
         if command == "pip check":
             tests["pip_check"] = True
@@ -87,6 +94,8 @@ def _meta_tests(output: dict[str, Any]) -> dict[str, Any]:
             tests["contents"].append(_SP_DIR + match[1])
         elif match := re.fullmatch(r"test -f \$PREFIX/(\S+)", command):
             tests["contents"].append(match[1])
+        elif match := re.fullmatch(r"test ! -e \$PREFIX/(\S+)", command):
+            tests["absent"].append(match[1])
         else:
             tests["commands"].append(command)
     return tests

@@ -6,7 +6,7 @@ from functools import cache
 
 import pytest
 
-from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANTS, first_variant
+from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_DIR, RECIPE_V1, VARIANTS, first_variant
 from flagtree_feedstock.render import RenderedOutput, render
 
 
@@ -93,3 +93,22 @@ def test_cross_python_only_when_cross_compiling(build, cross):
     added = ["python", "cross-python_linux-aarch64", "pybind11 >=2.13.1"]
     assert all(r in requirements for r in added) is cross
     assert any(r in requirements for r in added) is cross
+
+
+def test_flagtree_llvm_declares_the_python_its_build_runs():
+    # LLVM's CMake stops without a Python 3 interpreter, and build-llvm.sh runs llvm_distribution.py with it.
+    assert "python3 " in (RECIPE_DIR / "build-llvm.sh").read_text()
+    llvm = _by_name("linux-aarch64", "flagtree-llvm")[0]
+    build = [str(r) for r in llvm.engine_variant.recipe.to_dict()["requirements"]["build"]]
+    assert "python >=3.8" in build
+
+
+def test_flagtree_llvm_is_tested_in_its_own_prefix():
+    llvm = _by_name("linux-aarch64", "flagtree-llvm")[0]
+    (contents,) = [t["package_contents"]["files"] for t in llvm.engine_variant.recipe.to_dict()["tests"]]
+    assert all(path.startswith("lib/flagtree-llvm/") for path in contents["exists"])
+    # Static only and nothing but the distribution; nothing where conda-forge's llvmdev and mlir install.
+    assert {"lib/flagtree-llvm/lib/libLTO.so", "lib/flagtree-llvm/lib/libRemarks.so"} <= set(
+        contents["not_exists"]
+    )
+    assert {"lib/libMLIRIR.a", "bin/mlir-tblgen"} <= set(contents["not_exists"])
