@@ -19,8 +19,9 @@ llvm_prefix="${PREFIX}/lib/flagtree-llvm"
 # What libtriton needs and nothing more. AArch64 only: python/src/llvm.cc calls InitializeAllTargets(),
 # and libtriton links only the AArch64 CodeGen/AsmParser pair, so any other target left in LLVM would be an
 # undefined LLVMInitialize* symbol in libtriton.so (triton issue #7637). Static archives: FlagTree links
-# them into libtriton.so, nothing is loaded at run time. zlib/zstd/libxml2/terminfo off, so the archives
-# and their CMake packages name no further libraries that libtriton would have to link.
+# them into libtriton.so, nothing is loaded at run time. zlib/zstd/libxml2/libedit/libpfm off, so the
+# archives and their CMake packages name no further libraries that libtriton would have to link (terminfo:
+# LLVM has not used it since 19; its configure reports LLVM_ENABLE_TERMINFO as an unused variable).
 cmake_args=(
   -G Ninja
   -DCMAKE_BUILD_TYPE=Release
@@ -32,7 +33,6 @@ cmake_args=(
   -DLLVM_ENABLE_ZLIB=OFF
   -DLLVM_ENABLE_ZSTD=OFF
   -DLLVM_ENABLE_LIBXML2=OFF
-  -DLLVM_ENABLE_TERMINFO=OFF
   -DLLVM_ENABLE_LIBEDIT=OFF
   -DLLVM_ENABLE_LIBPFM=OFF
   -DLLVM_BUILD_TELEMETRY=OFF
@@ -72,8 +72,7 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
     -DLLVM_TARGETS_TO_BUILD=AArch64 \
     -DLLVM_ENABLE_ZLIB=OFF \
     -DLLVM_ENABLE_ZSTD=OFF \
-    -DLLVM_ENABLE_LIBXML2=OFF \
-    -DLLVM_ENABLE_TERMINFO=OFF
+    -DLLVM_ENABLE_LIBXML2=OFF
   # The tools LLVM and MLIR run during their own build.
   cmake --build "${native}" --parallel "${CPU_COUNT}" --target \
     llvm-tblgen mlir-tblgen mlir-linalg-ods-yaml-gen mlir-src-sharder mlir-pdll

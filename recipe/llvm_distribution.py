@@ -119,17 +119,17 @@ def link_closure(graph: str, wanted: Iterable[str]) -> list[str]:
     name: dict[str, str] = {}
     links: dict[str, list[str]] = {}
     for line in graph.splitlines():
-        if node := _NODE.match(line):
-            shape[node["id"]], name[node["id"]] = node["shape"], node["name"]
-        elif edge := _EDGE.match(line):
-            links.setdefault(edge["source"], []).append(edge["target"])
+        if node_line := _NODE.match(line):
+            shape[node_line["id"]], name[node_line["id"]] = node_line["shape"], node_line["name"]
+        elif edge_line := _EDGE.match(line):
+            links.setdefault(edge_line["source"], []).append(edge_line["target"])
     by_name = {label: node for node, label in name.items() if shape[node] in _EXPORTED}
-    wanted = list(wanted)
-    missing = [library for library in wanted if library not in by_name]
+    libraries = list(wanted)
+    missing = [library for library in libraries if library not in by_name]
     if missing:
         raise GraphError(f"this LLVM builds no library {', '.join(missing)}")
     seen: set[str] = set()
-    todo = [by_name[library] for library in wanted]
+    todo = [by_name[library] for library in libraries]
     while todo:
         node = todo.pop()
         if node not in seen and shape.get(node) in _FOLLOWED:

@@ -341,7 +341,7 @@ def test_build_llvm_builds_static_libraries_only(standin, name):
         assert _defines(argv).get(name) == "OFF"
 
 
-@pytest.mark.parametrize("library", ["ZLIB", "ZSTD", "LIBXML2", "TERMINFO", "LIBEDIT", "LIBPFM"])
+@pytest.mark.parametrize("library", ["ZLIB", "ZSTD", "LIBXML2", "LIBEDIT", "LIBPFM"])
 def test_build_llvm_leaves_the_optional_libraries_out(standin, library):
     # Found at configure time, each would be a library libtriton.so has to link (and flagtree-cpu to declare).
     for argv in _llvm_calls(standin)[:2]:

@@ -42,8 +42,8 @@ def test_example_environment_installs_the_package() -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        ["ruff", "check", "--output-format", "concise", "src", "tests", "recipe"],
-        ["ruff", "format", "--check", "src", "tests", "recipe"],
+        ["ruff", "check", "--output-format", "concise", "src", "tests", "recipe", "benchmarks"],
+        ["ruff", "format", "--check", "src", "tests", "recipe", "benchmarks"],
         ["mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy"],
