@@ -88,6 +88,19 @@ export FLAGTREE_CACHE_DIR="${scratch}/flagtree-cache"
 export FLAGTREE_BACKEND=cpu
 export MAX_JOBS="${CPU_COUNT}"
 
+# Compiler cache: FlagTree's CMake puts ccache (a build requirement) in front of the compilers unless
+# TRITON_BUILD_WITH_CCACHE is OFF. On only where CCACHE_DIR names a cache (CI keeps one between runs).
+# Every build has a new folder holding the work folder and the prefixes, so paths under it are hashed
+# relative to it (CCACHE_BASEDIR), the compilers, freshly installed each time, by their content, and the
+# working folder not at all (it would only name the debug info's folder, and -Wl,-S drops debug info).
+if [[ -n "${CCACHE_DIR:-}" ]]; then
+  export CCACHE_DIR TRITON_BUILD_WITH_CCACHE=ON CCACHE_BASEDIR="${SRC_DIR%/*}"
+  export CCACHE_COMPILERCHECK=content CCACHE_NOHASHDIR=1
+  ccache --zero-stats >/dev/null
+else
+  export TRITON_BUILD_WITH_CCACHE=OFF
+fi
+
 # `cmake --install` of the build (sleef's install rules) goes into the work dir, never /usr/local or $PREFIX;
 # last, so it wins over the -DCMAKE_INSTALL_PREFIX that conda's CMAKE_ARGS carries in a cross build.
 export TRITON_APPEND_CMAKE_ARGS="${cross_cmake_args:+${cross_cmake_args} }-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install"
@@ -114,6 +127,11 @@ export CFLAGS CXXFLAGS LDFLAGS
 # keep FlagTree's .git), which is not a PEP 440 version: hide the checkout from git for this step.
 cd python
 GIT_DIR="${scratch}/no-git" "${PYTHON}" -m pip install . --no-deps --no-build-isolation --no-index -vv
+if [[ "${TRITON_BUILD_WITH_CCACHE}" == ON ]]; then
+  # This build's hits and misses: into the build log, and beside the cache for CI's job summary.
+  echo "build-flagtree.sh: compiler cache ${CCACHE_DIR}, this build:"
+  ccache --show-stats | tee "${CCACHE_DIR}/flagtree-cpu-build-stats.txt"
+fi
 
 # Activation scripts for the JIT's variables (FLAGTREE_BACKEND, TRITON_SYS_PATH, CC); named after the package.
 for kind in activate deactivate; do

@@ -2,7 +2,8 @@
 
 The stand-ins: FlagTree's link script records its arguments and what the flagtree-cpu tree holds at that
 moment; `$PYTHON` records its arguments, working folder and environment (and for `pip install` puts the
-three libraries where setup.py would); `cmake` records its arguments and, asked for `--graphviz=FILE`,
+three libraries where setup.py would); `cmake` and `ccache` record their arguments and cmake, asked for
+`--graphviz=FILE`,
 writes a link graph in CMake's format (the test's, not LLVM's: benchmarks/llvm_compile_units.py and the
 closing note of issue 13 run the script's configure on real LLVM sources). recipe/llvm_distribution.py is the
 real one. A missing export, a wrong path, a pip flag or an LLVM option that changed fails here, not hours
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 
 from _recipe_support import RECIPE_DIR, dot_graph, llvm_distribution
-from _tools import network_jail
+from _tools import network_jail, require_executable
 
 NVIDIA_VARIABLES = (
     "TRITON_PTXAS_PATH",
@@ -112,7 +113,7 @@ class StandIn:
         for folder in (self.log, self.home, self.sp_dir):
             folder.mkdir(parents=True)
         recorder = _RECORDER.format(python=sys.executable)
-        for tool in ("python", "cmake"):
+        for tool in ("python", "cmake", "ccache"):
             _write(self.bin / tool, recorder, 0o755)
         src = self.src
         _write(src / "LICENSE", "FlagTree")
@@ -165,10 +166,11 @@ class StandIn:
             timeout=120,
         )
 
-    def calls(self, tool: str) -> list[dict[str, Any]]:
+    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
+        """The recorded calls of ``tool`` (of every stand-in when None), in the order they were made."""
         path = self.log / "calls.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
-        return [call for call in map(json.loads, lines) if call["tool"] == tool]
+        return [call for call in map(json.loads, lines) if tool in (None, call["tool"])]
 
 
 @pytest.fixture
@@ -450,3 +452,71 @@ def test_flagtree_finds_llvm_where_build_llvm_installs_it(standin, tmp_path):
     assert other.run("build-flagtree.sh", PREFIX=str(standin.prefix)).returncode == 0
     env = other.calls("python")[0]["env"]
     assert env["LLVM_SYSPATH"] == _defines(configure)["CMAKE_INSTALL_PREFIX"]
+
+
+@pytest.mark.parametrize("cache_dir", [{}, {"CCACHE_DIR": ""}], ids=["unset", "empty"])
+def test_build_flagtree_leaves_the_compiler_cache_off_without_a_cache_dir(standin, cache_dir):
+    # Where CCACHE_DIR is unset the engines do not set it (recipe.yaml's script env, meta.yaml's script_env).
+    assert standin.run("build-flagtree.sh", **cache_dir).returncode == 0
+    env = standin.calls("python")[0]["env"]
+    assert env["TRITON_BUILD_WITH_CCACHE"] == "OFF"  # or FlagTree's CMake uses any ccache it finds
+    assert standin.calls("ccache") == []
+
+
+def test_build_flagtree_caches_compiles_where_ci_keeps_a_cache(standin, tmp_path):
+    cache = tmp_path / "ccache"
+    result = standin.run("build-flagtree.sh", CCACHE_DIR=str(cache))
+    assert result.returncode == 0, result.stderr
+    env = standin.calls("python")[0]["env"]
+    assert env["TRITON_BUILD_WITH_CCACHE"] == "ON"
+    assert env["CCACHE_DIR"] == str(cache)
+    # The folder that holds the work folder and the prefixes, as rattler-build and conda-build lay them out.
+    assert env["CCACHE_BASEDIR"] == str(standin.src.parent)
+    assert env["CCACHE_COMPILERCHECK"] == "content"
+    assert env["CCACHE_NOHASHDIR"] == "1"
+    # Statistics of this build only, printed into the build log after it.
+    sequence = [(call["tool"], call["argv"][:1]) for call in standin.calls()]
+    assert sequence == [
+        ("ccache", ["--zero-stats"]),
+        ("python", ["-m"]),
+        ("ccache", ["--show-stats"]),
+    ]
+    assert f"build-flagtree.sh: compiler cache {cache}, this build:" in result.stdout
+
+
+def test_the_cache_settings_make_a_second_build_folder_hit(tmp_path):
+    """Real ccache and gcc, with the settings build-flagtree.sh exports in two build folders in turn."""
+    ccache = require_executable("ccache", "ccache")
+    gcc = require_executable("gcc", "gcc")
+    cache = tmp_path / "cache"
+    for number in (1, 2):
+        standin = StandIn(tmp_path / f"build{number}")
+        assert standin.run("build-flagtree.sh", CCACHE_DIR=str(cache)).returncode == 0
+        names = ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "PATH")
+        env = {k: v for k, v in standin.calls("python")[0]["env"].items() if k in names}
+        env["PATH"] = "/usr/bin:/bin"  # the real ccache, not the stand-in
+        # A FlagTree-like compile: a source of the work folder, a header of the prefix, -g, a build folder.
+        source = standin.src / "lib" / "a.c"
+        _write(source, "#include <assert.h>\n#include <v.h>\nint f(int x) { assert(x); return x + V; }\n")
+        _write(standin.prefix / "include" / "v.h", "#define V 3\n")
+        build = standin.src / "python" / "build"
+        build.mkdir(parents=True)
+        # The compiler of each build environment is a new file (another path, another mtime), as conda's
+        # compiler packages install their gcc under each build's own folder.
+        compiler = standin.root / "build_env" / "bin" / "gcc"
+        _write(compiler, f'#!/bin/sh\nexec "{gcc}" "$@"\n', 0o755)
+        compile_args = [
+            ccache,
+            str(compiler),
+            "-O2",
+            "-g",
+            f"-I{standin.prefix}/include",
+            "-o",
+            "a.o",
+            "-c",
+            str(source),
+        ]
+        subprocess.run(compile_args, cwd=build, env=env, check=True)
+    stats = subprocess.run([ccache, "--print-stats"], env=env, capture_output=True, text=True, check=True)
+    counters = dict(line.split("\t") for line in stats.stdout.splitlines())
+    assert int(counters["direct_cache_hit"]) == 1, stats.stdout  # the second folder's compile

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 import pytest
+import yaml
 
 from _recipe_support import (
     OUTPUTS,
@@ -134,6 +135,16 @@ def test_same_build_settings(name):
     assert v1["build"].get("noarch") == (meta.get("build") or {}).get("noarch")
     v1_script = v1["build"].get("script")
     meta_script = meta.get("script") or (meta.get("build") or {}).get("script")
+    # The variables passed into the build: v1's script env (`env.get`, as written: an empty value renders to
+    # nothing), conda-build's script_env.
+    written = next(
+        o for o in yaml.safe_load(RECIPE_V1.read_text())["outputs"] if o["package"]["name"] == name
+    )
+    script = written["build"].get("script")
+    v1_env = list(script.get("env", {})) if isinstance(script, dict) else []
+    assert v1_env == (meta.get("build") or {}).get("script_env", [])
+    if isinstance(v1_script, dict) and "file" in v1_script:
+        v1_script = v1_script["file"]
     if isinstance(v1_script, str) and v1_script.endswith(".sh"):
         assert v1_script == meta_script
     else:

@@ -112,3 +112,19 @@ def test_flagtree_llvm_is_tested_in_its_own_prefix():
         contents["not_exists"]
     )
     assert {"lib/libMLIRIR.a", "bin/mlir-tblgen"} <= set(contents["not_exists"])
+
+
+def test_flagtree_cpu_gets_the_compiler_cache_of_the_environment(monkeypatch):
+    # rattler-build runs build scripts in a clean environment: only what the recipe passes reaches them.
+    monkeypatch.setenv("CCACHE_DIR", "/ci/ccache")
+    rendered = render(RECIPE_V1, VARIANTS, target="linux-aarch64")  # type: ignore[arg-type]
+    cpu = next(o for o in rendered if o.name == "flagtree-cpu").engine_variant.recipe.to_dict()
+    assert cpu["build"]["script"]["file"] == "build-flagtree.sh"
+    assert cpu["build"]["script"]["env"] == {"CCACHE_DIR": "/ci/ccache"}
+    assert "ccache" in [str(r) for r in cpu["requirements"]["build"]]
+    # ... and nothing of it where the variable is unset; the package is the same either way.
+    monkeypatch.delenv("CCACHE_DIR")
+    plain = [o for o in render(RECIPE_V1, VARIANTS, target="linux-aarch64") if o.name == "flagtree-cpu"]  # type: ignore[arg-type]
+    assert "env" not in plain[0].engine_variant.recipe.to_dict()["build"]["script"]
+    cached = [o for o in rendered if o.name == "flagtree-cpu"]
+    assert [o.build_string for o in plain] == [o.build_string for o in cached]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _tools import require_executable
 from flagtree_feedstock.render import render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,10 +25,14 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 TOY = Path(__file__).resolve().parent / "recipes" / "toy-multi"
 VENV_BIN = Path(sys.executable).parent
 EXPRESSION = re.compile(r"\$\{\{.*?\}\}", flags=re.DOTALL)
+# actions/cache v5.0.5 (its tag's commit): the restore and save halves of the compiler cache.
+CACHE_COMMIT = "27d5ce7f107fe9357f9df03efb73ab90386fccae"
 PINNED_ACTIONS = {
     "actions/checkout@v4",
     "actions/setup-python@v5",
     "actions/cache@v4",
+    f"actions/cache/restore@{CACHE_COMMIT}",
+    f"actions/cache/save@{CACHE_COMMIT}",
     "actions/upload-artifact@v4",
     "actions/download-artifact@v4",
 }
@@ -161,7 +166,7 @@ def test_cpu_jobs_reuse_the_llvm_artifact_and_publish_merges_only_channel_artifa
         for step in job["steps"]
         if step.get("uses") == "actions/upload-artifact@v4"
     }
-    assert uploaded == {"channel-llvm", "channel-${{ steps.build.outputs.slug }}", "cross-linux-aarch64"}
+    assert uploaded == {"channel-llvm", "channel-${{ steps.variant.outputs.slug }}", "cross-linux-aarch64"}
     (download,) = [s for s in jobs["cpu"]["steps"] if s.get("uses") == "actions/download-artifact@v4"]
     assert download["with"] == {"name": "channel-llvm", "path": "build_artifacts"}
     (merge,) = [s for s in jobs["publish"]["steps"] if s.get("uses") == "actions/download-artifact@v4"]
@@ -281,3 +286,80 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
         f"{o.name}-{o.version}-{o.build_string}" for o in rendered if o.name == workflow["env"]["LLVM_OUTPUT"]
     }
     assert outputs["llvm"] == llvm
+
+
+def _cpu_step(predicate: Any) -> dict[str, Any]:
+    (step,) = [s for s in _build()["jobs"]["cpu"]["steps"] if predicate(s)]
+    return step
+
+
+def test_cpu_jobs_keep_a_compiler_cache_that_pull_requests_reuse() -> None:
+    cpu = _build()["jobs"]["cpu"]
+    restore = _cpu_step(lambda s: s.get("uses", "").startswith("actions/cache/restore@"))
+    save = _cpu_step(lambda s: s.get("uses", "").startswith("actions/cache/save@"))
+    build = _cpu_step(lambda s: "flagtree-feedstock build" in s.get("run", ""))
+    steps = cpu["steps"]
+    assert steps.index(restore) < steps.index(build) < steps.index(save)
+    # The folder the build uses (recipe.yaml passes CCACHE_DIR into it) is the folder kept.
+    assert cpu["env"]["CCACHE_DIR"] == "${{ github.workspace }}/.ccache"
+    assert restore["with"]["path"] == save["with"]["path"] == "${{ env.CCACHE_DIR }}"
+    # One cache per run and python; the newest of the python is restored by prefix, whichever branch made
+    # it: a pull request's first run starts from main's.
+    key, prefix = restore["with"]["key"], restore["with"]["restore-keys"]
+    assert save["with"]["key"] == key
+    assert key.startswith(prefix)
+    assert "${{ github.run_id }}" in key and "run_id" not in prefix
+    assert "${{ steps.variant.outputs.slug }}" in prefix
+    assert not re.search(r"github\.(ref|head_ref|base_ref|sha)", key)
+    # Kept also when the build or its tests fail, for the next attempt.
+    assert save["if"].startswith("always()")
+
+
+def test_actions_of_the_compiler_cache_are_pinned_to_a_release_commit() -> None:
+    text = (ROOT / ".github" / "workflows" / "build.yml").read_text()
+    lines = [line for line in text.splitlines() if re.search(r"uses: actions/cache/(restore|save)@", line)]
+    assert len(lines) == 2
+    for line in lines:
+        assert line.strip().endswith(f"@{CACHE_COMMIT} # v5.0.5"), line
+
+
+def test_the_hit_rate_step_reads_what_build_flagtree_writes(tmp_path: Path) -> None:
+    """The step's script, run with bash on the statistics real ccache prints after a compile."""
+    ccache = require_executable("ccache", "ccache")
+    gcc = require_executable("gcc", "gcc")
+    step = _cpu_step(lambda s: s.get("name") == "Compiler cache hit rate")
+    assert step["if"] == "always()"
+    stats_file = "flagtree-cpu-build-stats.txt"
+    assert f'tee "${{CCACHE_DIR}}/{stats_file}"' in (ROOT / "recipe" / "build-flagtree.sh").read_text()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "CCACHE_DIR": str(tmp_path / "cache"),
+        "PYTHON_VARIANT": "3.12.* *_cpython",
+    }
+    source = tmp_path / "a.c"
+    source.write_text("int f(void) { return 1; }\n")
+    for _ in range(2):  # a miss, then a hit
+        subprocess.run([ccache, gcc, "-c", str(source), "-o", str(tmp_path / "a.o")], env=env, check=True)
+    stats = subprocess.run(
+        [ccache, "--show-stats"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    (tmp_path / "cache" / stats_file).write_text(stats)
+    summary = tmp_path / "summary.md"
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]],
+        env={**env, "GITHUB_STEP_SUMMARY": str(summary)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    notice = [line for line in result.stdout.splitlines() if line.startswith("::notice")]
+    assert notice == ["::notice title=ccache::python 3.12.* *_cpython: Hits: 1 / 2 (50.00%)"]
+    assert "Hits:" in summary.read_text()
+    # No statistics (the build stopped before compiling): a warning, and the step itself does not fail.
+    (tmp_path / "cache" / stats_file).unlink()
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("::warning title=ccache::no statistics")
