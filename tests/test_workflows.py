@@ -363,3 +363,12 @@ def test_the_hit_rate_step_reads_what_build_flagtree_writes(tmp_path: Path) -> N
     )
     assert result.returncode == 0
     assert result.stdout.startswith("::warning title=ccache::no statistics")
+
+
+def test_the_llvm_package_cache_follows_every_recipe_file_build_llvm_reads() -> None:
+    (restore,) = [s for s in _build()["jobs"]["llvm"]["steps"] if s.get("name") == "Restore the LLVM package"]
+    hashed = set(re.findall(r"'(recipe/[^']+)'", restore["with"]["key"]))
+    script = (ROOT / "recipe" / "build-llvm.sh").read_text()
+    read = {f"recipe/{name}" for name in re.findall(r"\$\{RECIPE_DIR\}/([\w.-]+)", script)}
+    assert read, "build-llvm.sh reads llvm_distribution.py from the recipe folder"
+    assert {"recipe/build-llvm.sh", *read} <= hashed
