@@ -96,6 +96,7 @@ export MAX_JOBS="${CPU_COUNT}"
 if [[ -n "${CCACHE_DIR:-}" ]]; then
   export CCACHE_DIR TRITON_BUILD_WITH_CCACHE=ON CCACHE_BASEDIR="${SRC_DIR%/*}"
   export CCACHE_COMPILERCHECK=content CCACHE_NOHASHDIR=1
+  mkdir -p "${CCACHE_DIR}"
   ccache --zero-stats >/dev/null
 else
   export TRITON_BUILD_WITH_CCACHE=OFF

@@ -482,6 +482,7 @@ def test_build_flagtree_caches_compiles_where_ci_keeps_a_cache(standin, tmp_path
         ("ccache", ["--show-stats"]),
     ]
     assert f"build-flagtree.sh: compiler cache {cache}, this build:" in result.stdout
+    assert (cache / "flagtree-cpu-build-stats.txt").is_file()  # for CI's job summary
 
 
 def test_the_cache_settings_make_a_second_build_folder_hit(tmp_path):
