@@ -372,3 +372,14 @@ def test_the_llvm_package_cache_follows_every_recipe_file_build_llvm_reads() -> 
     read = {f"recipe/{name}" for name in re.findall(r"\$\{RECIPE_DIR\}/([\w.-]+)", script)}
     assert read, "build-llvm.sh reads llvm_distribution.py from the recipe folder"
     assert {"recipe/build-llvm.sh", *read} <= hashed
+
+
+def test_readme_gives_every_job_an_expected_time() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Building at scale", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| `")]
+    header = next(line for line in section.splitlines() if line.startswith("| job |"))
+    assert [cell.strip() for cell in header.split("|")[1:-1]][-1] == "expected time"
+    times = {cells[0].strip().strip("`"): cells[-1].strip() for cells in rows}
+    assert set(times) == set(_build()["jobs"])
+    assert all(re.search(r"\d", time) for time in times.values()), times
