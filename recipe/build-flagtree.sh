@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# flagtree-cpu: FlagTree with FLAGTREE_BACKEND=cpu against flagtree-llvm (in $PREFIX), one python at a time.
+# flagtree-cpu: FlagTree with FLAGTREE_BACKEND=cpu against flagtree-llvm (in $PREFIX/lib/flagtree-llvm), one
+# python at a time.
 # Called by recipe.yaml (rattler-build) and meta.yaml (conda-build, boa) alike; runs without network: every
 # source was fetched and patched by the engine before this script starts.
 set -euo pipefail
@@ -27,17 +28,20 @@ for licence in LICENSE "${cpu_rel}/LICENSE" sleef/LICENSE.txt; do
   [[ -f "${licence}" ]] || die "licence file ${licence} (about.license_file) is missing"
 done
 
+# flagtree-llvm's own prefix (build-llvm.sh), apart from conda-forge's llvmdev/mlir, which use $PREFIX itself.
+llvm_prefix="${PREFIX}/lib/flagtree-llvm"
+
 # Cross-compiling: FlagTree's CMake does not see conda's CMAKE_ARGS, and its aarch64 -march block and LLVM
 # link list follow CMAKE_SYSTEM_PROCESSOR, so the cross toolchain goes in through TRITON_APPEND_CMAKE_ARGS
-# (below). FlagTree runs flagtree-llvm's mlir-tblgen/llvm-tblgen from $PREFIX, which are target binaries:
-# they run only under an emulator (qemu-user via binfmt, CROSSCOMPILING_EMULATOR), so check that first.
+# (below). FlagTree runs flagtree-llvm's mlir-tblgen, which is a target binary: it runs only under an
+# emulator (qemu-user via binfmt, CROSSCOMPILING_EMULATOR), so check that first.
 cross_cmake_args=""
 if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   [[ -n "${CROSSCOMPILING_EMULATOR:-}" ]] \
     || die "cross-compiling ${build_platform} -> ${target_platform} needs CROSSCOMPILING_EMULATOR (qemu-user)"
   # The target's loader and libraries, for binaries qemu-user runs.
   export QEMU_LD_PREFIX="${QEMU_LD_PREFIX:-${BUILD_PREFIX:-}/${HOST:-}/sysroot}"
-  "${PREFIX}/bin/mlir-tblgen" --version >/dev/null \
+  "${llvm_prefix}/bin/mlir-tblgen" --version >/dev/null \
     || die "flagtree-llvm's mlir-tblgen does not run here (is qemu-user registered with binfmt_misc?)"
   # sleef runs helpers it builds (mkrename, mkalias, mkdisp, addSuffix) while it builds; cross-compiling,
   # it takes them from ${NATIVE_BUILD_DIR}/bin instead (its CMakeLists.txt, add_host_executable). They are
@@ -64,10 +68,11 @@ cp -a "${sleef_src}" "${cpu_src}/third_party/sleef"
 # nor fetches.
 bash python/scripts/link_flagtree_cpu.sh --flagtree-cpu-path "${cpu_rel}"
 
-# LLVM: flagtree-llvm is installed in the host prefix. LLVM_SYSPATH stops setup.py's LLVM download.
-export LLVM_SYSPATH="${PREFIX}"
-export LLVM_INCLUDE_DIRS="${PREFIX}/include"
-export LLVM_LIBRARY_DIR="${PREFIX}/lib"
+# LLVM: flagtree-llvm, from the host prefix. LLVM_SYSPATH stops setup.py's LLVM download; setup.py gives
+# CMake LLVM_SYSPATH/include and LLVM_SYSPATH/lib (FlagTree's CMakeLists.txt finds MLIR in lib/cmake/mlir).
+export LLVM_SYSPATH="${llvm_prefix}"
+export LLVM_INCLUDE_DIRS="${llvm_prefix}/include"
+export LLVM_LIBRARY_DIR="${llvm_prefix}/lib"
 
 # Offline. `1`, not `ON`: FlagTree's own OfflineBuildManager treats only `ON` as its offline mode and then
 # wants a folder of NVIDIA toolkits (FLAGTREE_OFFLINE_BUILD_DIR, which must stay unset).
@@ -95,6 +100,20 @@ export FLAGTREE_CACHE_DIR="${scratch}/flagtree-cache"
 export FLAGTREE_BACKEND=cpu
 export MAX_JOBS="${CPU_COUNT}"
 
+# Compiler cache: FlagTree's CMake puts ccache (a build requirement) in front of the compilers unless
+# TRITON_BUILD_WITH_CCACHE is OFF. On only where CCACHE_DIR names a cache (CI keeps one between runs).
+# Every build has a new folder holding the work folder and the prefixes, so paths under it are hashed
+# relative to it (CCACHE_BASEDIR), the compilers, freshly installed each time, by their content, and the
+# working folder not at all (it would only name the debug info's folder, and -Wl,-S drops debug info).
+if [[ -n "${CCACHE_DIR:-}" ]]; then
+  export CCACHE_DIR TRITON_BUILD_WITH_CCACHE=ON CCACHE_BASEDIR="${SRC_DIR%/*}"
+  export CCACHE_COMPILERCHECK=content CCACHE_NOHASHDIR=1
+  mkdir -p "${CCACHE_DIR}"
+  ccache --zero-stats >/dev/null
+else
+  export TRITON_BUILD_WITH_CCACHE=OFF
+fi
+
 # `cmake --install` of the build (sleef's install rules) goes into the work dir, never /usr/local or $PREFIX;
 # last, so it wins over the -DCMAKE_INSTALL_PREFIX that conda's CMAKE_ARGS carries in a cross build.
 export TRITON_APPEND_CMAKE_ARGS="${cross_cmake_args:+${cross_cmake_args} }-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install"
@@ -121,6 +140,11 @@ export CFLAGS CXXFLAGS LDFLAGS
 # keep FlagTree's .git), which is not a PEP 440 version: hide the checkout from git for this step.
 cd python
 GIT_DIR="${scratch}/no-git" "${PYTHON}" -m pip install . --no-deps --no-build-isolation --no-index -vv
+if [[ "${TRITON_BUILD_WITH_CCACHE}" == ON ]]; then
+  # This build's hits and misses: into the build log, and beside the cache for CI's job summary.
+  echo "build-flagtree.sh: compiler cache ${CCACHE_DIR}, this build:"
+  ccache --show-stats | tee "${CCACHE_DIR}/flagtree-cpu-build-stats.txt"
+fi
 
 # Activation scripts for the JIT's variables (FLAGTREE_BACKEND, TRITON_SYS_PATH, CC); named after the package.
 for kind in activate deactivate; do

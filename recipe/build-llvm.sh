@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# flagtree-llvm: LLVM + MLIR at FlagTree's cmake/llvm-hash.txt, static, AArch64 target only, into $PREFIX.
+# flagtree-llvm: LLVM + MLIR at FlagTree's cmake/llvm-hash.txt, static, AArch64 target only: only what
+# FlagTree's cpu build links and runs, installed into its own prefix, $PREFIX/lib/flagtree-llvm.
 # Called by recipe.yaml (rattler-build) and meta.yaml (conda-build, boa) alike; runs without network.
 set -euo pipefail
 
@@ -10,11 +11,17 @@ build="${SRC_DIR}/llvm-build"
 conda_cmake_args=()
 read -r -a conda_cmake_args <<<"${CMAKE_ARGS:-}"
 
+# The private prefix: conda-forge's llvmdev/mlir/libllvm* install lib/libMLIRIR.a, bin/mlir-tblgen,
+# lib/cmake/llvm, ... into $PREFIX itself, so ours goes where no other package writes (as Debian keeps each
+# LLVM in /usr/lib/llvm-N). build-flagtree.sh points FlagTree's LLVM_SYSPATH here.
+llvm_prefix="${PREFIX}/lib/flagtree-llvm"
+
 # What libtriton needs and nothing more. AArch64 only: python/src/llvm.cc calls InitializeAllTargets(),
 # and libtriton links only the AArch64 CodeGen/AsmParser pair, so any other target left in LLVM would be an
 # undefined LLVMInitialize* symbol in libtriton.so (triton issue #7637). Static archives: FlagTree links
-# them into libtriton.so, nothing is loaded at run time. zlib/zstd/libxml2/terminfo off, so the archives
-# and their CMake packages name no further libraries that libtriton would have to link.
+# them into libtriton.so, nothing is loaded at run time. zlib/zstd/libxml2/libedit/libpfm off, so the
+# archives and their CMake packages name no further libraries that libtriton would have to link (terminfo:
+# LLVM has not used it since 19; its configure reports LLVM_ENABLE_TERMINFO as an unused variable).
 cmake_args=(
   -G Ninja
   -DCMAKE_BUILD_TYPE=Release
@@ -26,22 +33,23 @@ cmake_args=(
   -DLLVM_ENABLE_ZLIB=OFF
   -DLLVM_ENABLE_ZSTD=OFF
   -DLLVM_ENABLE_LIBXML2=OFF
-  -DLLVM_ENABLE_TERMINFO=OFF
   -DLLVM_ENABLE_LIBEDIT=OFF
   -DLLVM_ENABLE_LIBPFM=OFF
   -DLLVM_BUILD_TELEMETRY=OFF
-  # Tools, tests, benchmarks, examples and docs are not what FlagTree links.
+  # Tools, utils, tests, benchmarks, examples and docs are not what FlagTree links; the two tablegens it
+  # needs are distribution components (below).
   -DLLVM_BUILD_TOOLS=OFF
+  -DLLVM_BUILD_UTILS=OFF
+  -DLLVM_INSTALL_UTILS=OFF
   -DLLVM_INCLUDE_TESTS=OFF
   -DMLIR_INCLUDE_TESTS=OFF
   -DLLVM_INCLUDE_BENCHMARKS=OFF
   -DLLVM_INCLUDE_EXAMPLES=OFF
   -DLLVM_INCLUDE_DOCS=OFF
   -DMLIR_ENABLE_BINDINGS_PYTHON=OFF
-  # ... but FlagTree's CMake runs llvm-tblgen and mlir-tblgen from the install: utils are built and installed.
-  -DLLVM_BUILD_UTILS=ON
-  -DLLVM_INSTALL_UTILS=ON
-  -DCMAKE_INSTALL_PREFIX="${PREFIX}"
+  # FlagTree builds no MLIR aggregate library: the object files of MLIR's C API are not installed.
+  -DMLIR_INSTALL_AGGREGATE_OBJECTS=OFF
+  -DCMAKE_INSTALL_PREFIX="${llvm_prefix}"
   -DCMAKE_INSTALL_LIBDIR=lib
 )
 
@@ -64,8 +72,7 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
     -DLLVM_TARGETS_TO_BUILD=AArch64 \
     -DLLVM_ENABLE_ZLIB=OFF \
     -DLLVM_ENABLE_ZSTD=OFF \
-    -DLLVM_ENABLE_LIBXML2=OFF \
-    -DLLVM_ENABLE_TERMINFO=OFF
+    -DLLVM_ENABLE_LIBXML2=OFF
   # The tools LLVM and MLIR run during their own build.
   cmake --build "${native}" --parallel "${CPU_COUNT}" --target \
     llvm-tblgen mlir-tblgen mlir-linalg-ods-yaml-gen mlir-src-sharder mlir-pdll
@@ -77,6 +84,17 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   )
 fi
 
-cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}"
-cmake --build "${build}" --parallel "${CPU_COUNT}"
-cmake --install "${build}"
+# Only what FlagTree links and runs is built and installed, through LLVM's distribution mechanism
+# (LLVM_DISTRIBUTION_COMPONENTS + install-distribution): a first configure writes LLVM's link graph, from
+# which llvm_distribution.py lists FlagTree's libraries with everything they link, the tablegens, the headers
+# and the CMake packages; the second configure exports just those, and only those are built. Nothing else
+# is installed: no libLTO.so, libRemarks.so or tool LLVM's `all` would build.
+mkdir -p "${build}"
+printf 'set(GRAPHVIZ_GENERATE_PER_TARGET FALSE)\nset(GRAPHVIZ_GENERATE_DEPENDERS FALSE)\n' \
+  >"${build}/CMakeGraphVizOptions.cmake"
+cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}" \
+  --graphviz="${build}/link-graph.dot"
+components="$(python3 "${RECIPE_DIR}/llvm_distribution.py" "${build}/link-graph.dot")"
+cmake -S "${src}/llvm" -B "${build}" "${conda_cmake_args[@]}" "${cmake_args[@]}" \
+  -DLLVM_DISTRIBUTION_COMPONENTS="${components//$'\n'/;}"
+cmake --build "${build}" --parallel "${CPU_COUNT}" --target install-distribution

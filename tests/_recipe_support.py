@@ -8,7 +8,9 @@ the text ``{{ PKG_HASH }}``: only conda-build knows the hash (tests/test_recipe_
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import types
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -130,3 +132,22 @@ def requirement_strings(values: list[Any]) -> list[str]:
         else:
             out.append(str(value))
     return out
+
+
+@cache
+def llvm_distribution() -> types.ModuleType:
+    """recipe/llvm_distribution.py, the script build-llvm.sh runs, imported as a module."""
+    spec = importlib.util.spec_from_file_location("llvm_distribution", RECIPE_DIR / "llvm_distribution.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dot_graph(shapes: Mapping[str, str], links: list[tuple[str, str]]) -> str:
+    """A link graph written the way `cmake --graphviz` writes it: libraries by name and shape, links by name."""
+    ids = {name: f"node{number}" for number, name in enumerate(shapes)}
+    lines = ['digraph "LLVM" {\nnode [\n  fontsize = "12"\n];']
+    lines += [f'    "{ids[name]}" [ label = "{name}", shape = {shape} ];' for name, shape in shapes.items()]
+    lines += [f'    "{ids[a]}" -> "{ids[b]}" [ style = dotted ] // {a} -> {b}' for a, b in links]
+    return "\n".join([*lines, "}", ""])

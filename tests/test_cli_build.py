@@ -477,3 +477,20 @@ def test_missing_recipe_names_the_option_that_exists(
         f"flagtree-feedstock: error: recipe {tmp_path / 'nope' / 'recipe.yaml'} does not exist "
         "(fix: pass --recipe-dir DIR, the folder holding recipe.yaml)"
     )
+
+
+def test_a_build_script_gets_only_what_the_recipe_passes(
+    tmp_path: Path, empty_channel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rattler-build's clean build environment, as flagtree-cpu's compiler cache relies on it."""
+    report = tmp_path / "env.txt"
+    monkeypatch.setenv("TOY_ENV_REPORT", str(report))
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
+    monkeypatch.setenv("TOY_NOT_PASSED", "leaked")
+    assert main(build_args("toy-script-env", tmp_path / "channel", *native_args(empty_channel))) == 0
+    seen = dict(line.split("=", 1) for line in report.read_text().splitlines())
+    assert seen["CCACHE_DIR"] == str(tmp_path / "ccache")  # passed by the recipe's script env
+    assert seen["TOY_NOT_PASSED"] == "<unset>"  # the rest of the caller's environment is not
+    # One folder per build holds the work folder and both prefixes: build-flagtree.sh's CCACHE_BASEDIR.
+    parents = {Path(seen[name]).parent for name in ("SRC_DIR", "PREFIX", "BUILD_PREFIX")}
+    assert len(parents) == 1

@@ -2,14 +2,19 @@
 
 The stand-ins: FlagTree's link script records its arguments and what the flagtree-cpu tree holds at that
 moment; `$PYTHON` records its arguments, working folder and environment (and for `pip install` puts the
-three libraries where setup.py would); `cmake` records its arguments. A missing export, a wrong path or a
-pip flag that changed fails here, not hours into a build on Arm.
+three libraries where setup.py would); `cmake` and `ccache` record their arguments and cmake, asked for
+`--graphviz=FILE`,
+writes a link graph in CMake's format (the test's, not LLVM's: benchmarks/llvm_compile_units.py and the
+closing note of issue 13 run the script's configure on real LLVM sources). recipe/llvm_distribution.py is the
+real one. A missing export, a wrong path, a pip flag or an LLVM option that changed fails here, not hours
+into a build on Arm.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -20,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from _recipe_support import RECIPE_DIR
+from _recipe_support import RECIPE_DIR, dot_graph, llvm_distribution
 from _tools import aarch64_gcc, network_jail, require_executable
 
 NVIDIA_VARIABLES = (
@@ -41,6 +46,9 @@ from pathlib import Path
 with open(os.environ["STANDIN_LOG"] + "/calls.jsonl", "a") as log:
     log.write(json.dumps({{"tool": Path(sys.argv[0]).name, "argv": sys.argv[1:], "cwd": os.getcwd(),
                           "env": dict(os.environ)}}) + "\\n")
+for arg in sys.argv[1:]:
+    if arg.startswith("--graphviz="):
+        Path(arg.split("=", 1)[1]).write_text(Path(os.environ["STANDIN_GRAPHVIZ"]).read_text())
 if sys.argv[1:4] == ["-m", "pip", "install"]:
     c_dir = Path(os.environ["SP_DIR"]) / "triton" / "_C"
     c_dir.mkdir(parents=True)
@@ -53,6 +61,39 @@ printf '%s\\n' "$@" > "$STANDIN_LOG/link.args"
 pwd > "$STANDIN_LOG/link.cwd"
 ls "$2/third_party/sleef" > "$STANDIN_LOG/link.sleef"
 """
+
+
+# What LLVM's graph adds around FlagTree's libraries in the stand-in: libraries they link that FlagTree does
+# not name (through a private link, an object library, an interface link), a system library, an object
+# library, and libraries, a shared library and a tool nothing FlagTree links depends on.
+_GRAPH_EXTRA = {
+    "LLVMDemangle": "octagon",
+    "obj.MLIRIR": "hexagon",
+    "MLIRDataLayoutInterfaces": "octagon",
+    "MLIRSparseTensorEnums": "pentagon",
+    "pthread": "septagon",
+    "LLVMX86CodeGen": "octagon",
+    "LTO": "doubleoctagon",
+    "llvm-tblgen": "egg",
+}
+_GRAPH_LINKS = [
+    ("LLVMSupport", "LLVMDemangle"),
+    ("LLVMSupport", "pthread"),
+    ("MLIRIR", "obj.MLIRIR"),
+    ("obj.MLIRIR", "MLIRDataLayoutInterfaces"),
+    ("MLIRSupport", "MLIRSparseTensorEnums"),
+    ("LTO", "LLVMSupport"),
+    ("llvm-tblgen", "LLVMSupport"),
+]
+# What the closure adds to FlagTree's own list, and what it leaves out.
+_CLOSURE_ADDS = {"LLVMDemangle", "MLIRDataLayoutInterfaces", "MLIRSparseTensorEnums"}
+_CLOSURE_LEAVES_OUT = {"obj.MLIRIR", "pthread", "LLVMX86CodeGen", "LTO"}
+
+
+def llvm_graph(leave_out: str = "") -> str:
+    """A link graph of an LLVM that builds every library FlagTree links (but ``leave_out``), and more."""
+    flagtree = {name: "octagon" for name in llvm_distribution().flagtree_links() if name != leave_out}
+    return dot_graph(flagtree | _GRAPH_EXTRA, _GRAPH_LINKS)
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -75,7 +116,7 @@ class StandIn:
         for folder in (self.log, self.home, self.sp_dir):
             folder.mkdir(parents=True)
         recorder = _RECORDER.format(python=sys.executable)
-        for tool in ("python", "cmake"):
+        for tool in ("python", "cmake", "ccache"):
             _write(self.bin / tool, recorder, 0o755)
         src = self.src
         _write(src / "LICENSE", "FlagTree")
@@ -90,12 +131,15 @@ class StandIn:
         _write(src / "llvm-project" / "llvm" / "CMakeLists.txt", "")
         _write(src / "llvm-project" / "llvm" / "LICENSE.TXT", "llvm")
         _write(src / "llvm-project" / "mlir" / "LICENSE.TXT", "mlir")
+        self.graph = root / "link-graph.dot"
+        _write(self.graph, llvm_graph())
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
             "PATH": f"{self.bin}:/usr/bin:/bin",
             "HOME": str(self.home),
             "STANDIN_LOG": str(self.log),
+            "STANDIN_GRAPHVIZ": str(self.graph),
             "SRC_DIR": str(self.src),
             "PREFIX": str(self.prefix),
             "SP_DIR": str(self.sp_dir),
@@ -127,10 +171,11 @@ class StandIn:
             timeout=120,
         )
 
-    def calls(self, tool: str) -> list[dict[str, Any]]:
+    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
+        """The recorded calls of ``tool`` (of every stand-in when None), in the order they were made."""
         path = self.log / "calls.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
-        return [call for call in map(json.loads, lines) if call["tool"] == tool]
+        return [call for call in map(json.loads, lines) if tool in (None, call["tool"])]
 
 
 @pytest.fixture
@@ -191,9 +236,10 @@ def test_build_flagtree_exports(standin):
     assert env["TRITON_OFFLINE_BUILD"] == "1"
     assert "FLAGTREE_OFFLINE_BUILD_DIR" not in env
     assert env["TRITON_BUILD_PROTON"] == "OFF"
-    assert env["LLVM_SYSPATH"] == str(prefix)
-    assert env["LLVM_INCLUDE_DIRS"] == f"{prefix}/include"
-    assert env["LLVM_LIBRARY_DIR"] == f"{prefix}/lib"
+    # flagtree-llvm's own prefix, not $PREFIX (where conda-forge's llvmdev and mlir install)
+    assert env["LLVM_SYSPATH"] == f"{prefix}/lib/flagtree-llvm"
+    assert env["LLVM_INCLUDE_DIRS"] == f"{prefix}/lib/flagtree-llvm/include"
+    assert env["LLVM_LIBRARY_DIR"] == f"{prefix}/lib/flagtree-llvm/lib"
     for name in NVIDIA_VARIABLES:
         assert Path(env[name]).exists() and _inside(env[name], src), name
     for name in ("TRITON_HOME", "FLAGTREE_CACHE_DIR"):
@@ -258,7 +304,7 @@ CROSS = {
 def test_build_llvm_cross_builds_native_tablegens_first(standin):
     result = standin.run("build-llvm.sh", **CROSS)
     assert result.returncode == 0, result.stderr
-    native_configure, native_build, configure, build, install = [c["argv"] for c in standin.calls("cmake")]
+    native_configure, native_build, graph, configure, build = [c["argv"] for c in standin.calls("cmake")]
     native = str(standin.src / "llvm-build-native")
     assert native_configure[:4] == ["-S", str(standin.src / "llvm-project" / "llvm"), "-B", native]
     assert f"-DCMAKE_C_COMPILER={CROSS['CC_FOR_BUILD']}" in native_configure
@@ -267,18 +313,112 @@ def test_build_llvm_cross_builds_native_tablegens_first(standin):
     assert native_build[:2] == ["--build", native]
     assert {"llvm-tblgen", "mlir-tblgen"} <= set(native_build)
     # The cross build: conda's CMAKE_ARGS, then ours, pointed at the native tools, for the target triple.
-    assert configure[4:7] == shlex.split(CONDA_CMAKE_ARGS)
-    assert "-DCMAKE_CROSSCOMPILING=ON" in configure
-    assert f"-DLLVM_NATIVE_TOOL_DIR={native}/bin" in configure
-    assert "-DLLVM_HOST_TRIPLE=aarch64-unknown-linux-gnu" in configure
+    for argv in (graph, configure):
+        assert argv[4:7] == shlex.split(CONDA_CMAKE_ARGS)
+        assert "-DCMAKE_CROSSCOMPILING=ON" in argv
+        assert f"-DLLVM_NATIVE_TOOL_DIR={native}/bin" in argv
+        assert "-DLLVM_HOST_TRIPLE=aarch64-unknown-linux-gnu" in argv
     assert build[:2] == ["--build", str(standin.src / "llvm-build")]
-    assert install[0] == "--install"
 
 
 def test_build_llvm_natively_has_no_sub_build(standin):
     assert standin.run("build-llvm.sh").returncode == 0
-    configure, _build, _install = [c["argv"] for c in standin.calls("cmake")]
-    assert not any("NATIVE_TOOL_DIR" in a or "CROSSCOMPILING" in a for a in configure)
+    for argv in [c["argv"] for c in standin.calls("cmake")]:
+        assert not any("NATIVE_TOOL_DIR" in a or "CROSSCOMPILING" in a for a in argv)
+
+
+def _defines(argv: list[str]) -> dict[str, str]:
+    """The cache entries a cmake configure sets, as CMake sees them: the last -D of a name wins."""
+    defines = {}
+    for arg in argv:
+        if match := re.fullmatch(r"-D(\w+)(?::\w+)?=(.*)", arg):
+            defines[match[1]] = match[2]
+    return defines
+
+
+def _llvm_calls(standin: StandIn) -> tuple[list[str], list[str], list[str]]:
+    """The graph configure, the distribution configure and the build of a native build-llvm.sh run."""
+    result = standin.run("build-llvm.sh")
+    assert result.returncode == 0, result.stderr
+    graph, configure, build = [c["argv"] for c in standin.calls("cmake")]
+    return graph, configure, build
+
+
+def test_build_llvm_targets_aarch64_only(standin):
+    # libtriton links only the AArch64 pair, and llvm.cc initialises every target LLVM was built with.
+    for argv in _llvm_calls(standin)[:2]:
+        assert _defines(argv)["LLVM_TARGETS_TO_BUILD"] == "AArch64"
+        assert _defines(argv)["LLVM_ENABLE_PROJECTS"] == "mlir"
+
+
+@pytest.mark.parametrize("name", ["BUILD_SHARED_LIBS", "LLVM_BUILD_LLVM_DYLIB", "LLVM_LINK_LLVM_DYLIB"])
+def test_build_llvm_builds_static_libraries_only(standin, name):
+    for argv in _llvm_calls(standin)[:2]:
+        assert _defines(argv).get(name) == "OFF"
+
+
+@pytest.mark.parametrize("library", ["ZLIB", "ZSTD", "LIBXML2", "LIBEDIT", "LIBPFM"])
+def test_build_llvm_leaves_the_optional_libraries_out(standin, library):
+    # Found at configure time, each would be a library libtriton.so has to link (and flagtree-cpu to declare).
+    for argv in _llvm_calls(standin)[:2]:
+        assert _defines(argv).get(f"LLVM_ENABLE_{library}") == "OFF"
+
+
+def test_build_llvm_installs_the_distribution_into_its_own_prefix(standin):
+    graph, configure, build = _llvm_calls(standin)
+    for argv in (graph, configure):
+        assert _defines(argv)["CMAKE_INSTALL_PREFIX"] == str(standin.prefix / "lib" / "flagtree-llvm")
+        assert _defines(argv)["CMAKE_INSTALL_LIBDIR"] == "lib"
+    # install-distribution builds and installs the components, and nothing else (no `cmake --install`).
+    assert build == [
+        "--build",
+        str(standin.src / "llvm-build"),
+        "--parallel",
+        "3",
+        "--target",
+        "install-distribution",
+    ]
+
+
+def test_build_llvm_distributes_what_flagtree_links_closed_over_the_graph(standin):
+    graph, configure, _build = _llvm_calls(standin)
+    build_dir = standin.src / "llvm-build"
+    assert f"--graphviz={build_dir}/link-graph.dot" in graph
+    assert "LLVM_DISTRIBUTION_COMPONENTS" not in _defines(graph)
+    components = _defines(configure)["LLVM_DISTRIBUTION_COMPONENTS"].split(";")
+    assert len(components) == len(set(components))
+    module = llvm_distribution()
+    flagtree = set(module.flagtree_links())
+    assert set(components) == flagtree | _CLOSURE_ADDS | set(module.TOOLS) | set(module.PACKAGE)
+    assert not set(components) & _CLOSURE_LEAVES_OUT
+    # What FlagTree's cpu build cannot do without, whatever the list above says.
+    assert {
+        "LLVMAArch64CodeGen",
+        "LLVMAArch64AsmParser",
+        "LLVMPasses",
+        "MLIRIR",
+        "mlir-tblgen",
+        "llvm-headers",
+        "mlir-headers",
+        "cmake-exports",
+        "mlir-cmake-exports",
+    } <= set(components)
+    # The graph is of the same configuration: the two configures differ in these arguments only.
+    assert [a for a in graph if not a.startswith("--graphviz=")] == [
+        a for a in configure if not a.startswith("-DLLVM_DISTRIBUTION_COMPONENTS=")
+    ]
+    # The per-target graph files would be thousands of files for LLVM.
+    options = (build_dir / "CMakeGraphVizOptions.cmake").read_text()
+    assert "GRAPHVIZ_GENERATE_PER_TARGET FALSE" in options
+    assert "GRAPHVIZ_GENERATE_DEPENDERS FALSE" in options
+
+
+def test_build_llvm_stops_when_llvm_lacks_a_library_flagtree_links(standin):
+    standin.graph.write_text(llvm_graph(leave_out="MLIRRewrite"))
+    result = standin.run("build-llvm.sh")
+    assert result.returncode != 0
+    assert "llvm_distribution.py: this LLVM builds no library MLIRRewrite" in result.stderr
+    assert len(standin.calls("cmake")) == 1  # the graph configure, then nothing
 
 
 def test_build_llvm_cross_needs_the_build_compilers(standin):
@@ -297,7 +437,11 @@ def test_build_flagtree_cross_needs_an_emulator(standin):
 
 def test_build_flagtree_cross_passes_the_toolchain_to_cmake(standin):
     # flagtree-llvm's tablegen, run "under the emulator": here a stand-in that answers --version.
-    _write(standin.prefix / "bin" / "mlir-tblgen", "#!/bin/sh\necho mlir-tblgen\n", 0o755)
+    _write(
+        standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen",
+        "#!/bin/sh\necho mlir-tblgen\n",
+        0o755,
+    )
     emulator = "/usr/bin/qemu-aarch64-static"
     result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR=emulator)
     assert result.returncode == 0, result.stderr
@@ -310,7 +454,7 @@ def test_build_flagtree_cross_passes_the_toolchain_to_cmake(standin):
 
 
 def test_build_flagtree_cross_stops_when_the_tablegen_cannot_run(standin):
-    _write(standin.prefix / "bin" / "mlir-tblgen", "#!/bin/sh\nexit 126\n", 0o755)
+    _write(standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen", "#!/bin/sh\nexit 126\n", 0o755)
     result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR="/usr/bin/qemu-aarch64-static")
     assert result.returncode != 0
     assert "flagtree-llvm's mlir-tblgen does not run here" in result.stderr
@@ -318,7 +462,11 @@ def test_build_flagtree_cross_stops_when_the_tablegen_cannot_run(standin):
 
 def _cross_flagtree(standin: StandIn, **extra: str) -> subprocess.CompletedProcess[str]:
     # flagtree-llvm's tablegen, run "under the emulator": here a stand-in that answers --version.
-    _write(standin.prefix / "bin" / "mlir-tblgen", "#!/bin/sh\necho mlir-tblgen\n", 0o755)
+    _write(
+        standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen",
+        "#!/bin/sh\necho mlir-tblgen\n",
+        0o755,
+    )
     return standin.run(
         "build-flagtree.sh", **{**CROSS, "CROSSCOMPILING_EMULATOR": "/usr/bin/qemu-aarch64-static", **extra}
     )
@@ -388,3 +536,80 @@ def test_sleef_cross_builds_with_the_helpers_the_script_builds(standin, tmp_path
             assert "Sleef_" in (tmp_path / build / header).read_text()
         else:
             assert "'/bin/mkrename', needed by" in generate.stdout + generate.stderr
+
+
+def test_flagtree_finds_llvm_where_build_llvm_installs_it(standin, tmp_path):
+    _graph, configure, _build = _llvm_calls(standin)
+    other = StandIn(tmp_path / "flagtree")
+    assert other.run("build-flagtree.sh", PREFIX=str(standin.prefix)).returncode == 0
+    env = other.calls("python")[0]["env"]
+    assert env["LLVM_SYSPATH"] == _defines(configure)["CMAKE_INSTALL_PREFIX"]
+
+
+@pytest.mark.parametrize("cache_dir", [{}, {"CCACHE_DIR": ""}], ids=["unset", "empty"])
+def test_build_flagtree_leaves_the_compiler_cache_off_without_a_cache_dir(standin, cache_dir):
+    # Where CCACHE_DIR is unset the engines do not set it (recipe.yaml's script env, meta.yaml's script_env).
+    assert standin.run("build-flagtree.sh", **cache_dir).returncode == 0
+    env = standin.calls("python")[0]["env"]
+    assert env["TRITON_BUILD_WITH_CCACHE"] == "OFF"  # or FlagTree's CMake uses any ccache it finds
+    assert standin.calls("ccache") == []
+
+
+def test_build_flagtree_caches_compiles_where_ci_keeps_a_cache(standin, tmp_path):
+    cache = tmp_path / "ccache"
+    result = standin.run("build-flagtree.sh", CCACHE_DIR=str(cache))
+    assert result.returncode == 0, result.stderr
+    env = standin.calls("python")[0]["env"]
+    assert env["TRITON_BUILD_WITH_CCACHE"] == "ON"
+    assert env["CCACHE_DIR"] == str(cache)
+    # The folder that holds the work folder and the prefixes, as rattler-build and conda-build lay them out.
+    assert env["CCACHE_BASEDIR"] == str(standin.src.parent)
+    assert env["CCACHE_COMPILERCHECK"] == "content"
+    assert env["CCACHE_NOHASHDIR"] == "1"
+    # Statistics of this build only, printed into the build log after it.
+    sequence = [(call["tool"], call["argv"][:1]) for call in standin.calls()]
+    assert sequence == [
+        ("ccache", ["--zero-stats"]),
+        ("python", ["-m"]),
+        ("ccache", ["--show-stats"]),
+    ]
+    assert f"build-flagtree.sh: compiler cache {cache}, this build:" in result.stdout
+    assert (cache / "flagtree-cpu-build-stats.txt").is_file()  # for CI's job summary
+
+
+def test_the_cache_settings_make_a_second_build_folder_hit(tmp_path):
+    """Real ccache and gcc, with the settings build-flagtree.sh exports in two build folders in turn."""
+    ccache = require_executable("ccache", "ccache")
+    gcc = require_executable("gcc", "gcc")
+    cache = tmp_path / "cache"
+    for number in (1, 2):
+        standin = StandIn(tmp_path / f"build{number}")
+        assert standin.run("build-flagtree.sh", CCACHE_DIR=str(cache)).returncode == 0
+        names = ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "PATH")
+        env = {k: v for k, v in standin.calls("python")[0]["env"].items() if k in names}
+        env["PATH"] = "/usr/bin:/bin"  # the real ccache, not the stand-in
+        # A FlagTree-like compile: a source of the work folder, a header of the prefix, -g, a build folder.
+        source = standin.src / "lib" / "a.c"
+        _write(source, "#include <assert.h>\n#include <v.h>\nint f(int x) { assert(x); return x + V; }\n")
+        _write(standin.prefix / "include" / "v.h", "#define V 3\n")
+        build = standin.src / "python" / "build"
+        build.mkdir(parents=True)
+        # The compiler of each build environment is a new file (another path, another mtime), as conda's
+        # compiler packages install their gcc under each build's own folder.
+        compiler = standin.root / "build_env" / "bin" / "gcc"
+        _write(compiler, f'#!/bin/sh\nexec "{gcc}" "$@"\n', 0o755)
+        compile_args = [
+            ccache,
+            str(compiler),
+            "-O2",
+            "-g",
+            f"-I{standin.prefix}/include",
+            "-o",
+            "a.o",
+            "-c",
+            str(source),
+        ]
+        subprocess.run(compile_args, cwd=build, env=env, check=True)
+    stats = subprocess.run([ccache, "--print-stats"], env=env, capture_output=True, text=True, check=True)
+    counters = dict(line.split("\t") for line in stats.stdout.splitlines())
+    assert int(counters["direct_cache_hit"]) == 1, stats.stdout  # the second folder's compile

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 import pytest
+import yaml
 
 from _recipe_support import (
     OUTPUTS,
@@ -60,12 +61,18 @@ def _script(lines: Any) -> list[str]:
 
 def _v1_tests(output: dict[str, Any]) -> dict[str, Any]:
     tests: dict[str, Any] = {"imports": [], "pip_check": False, "commands": [], "files": [], "contents": []}
+    tests["absent"] = []
     for test in output.get("tests", []):
         if "python" in test:
             tests["imports"] += test["python"]["imports"]
             tests["pip_check"] = test["python"].get("pip_check", True)
         if "package_contents" in test:
-            tests["contents"] += test["package_contents"]["files"]
+            files = test["package_contents"]["files"]
+            if isinstance(files, dict):  # {exists: [...], not_exists: [...]}
+                tests["contents"] += files.get("exists", [])
+                tests["absent"] += files.get("not_exists", [])
+            else:
+                tests["contents"] += files
         if "script" in test:
             script = test["script"]
             tests["commands"] += as_list(script["content"] if isinstance(script, dict) else script)
@@ -79,10 +86,11 @@ _SP_DIR = "lib/python*/site-packages/"
 
 
 def _meta_tests(output: dict[str, Any]) -> dict[str, Any]:
-    """conda-build's test section in the same shape: `ls ${SP_DIR}/x` and `test -f $PREFIX/x` are contents."""
+    """conda-build's test section in the same shape: `ls ${SP_DIR}/x` and `test -f $PREFIX/x` are contents,
+    `test ! -e $PREFIX/x` is an absent file."""
     test = output.get("test", {})
     tests: dict[str, Any] = {"imports": test.get("imports", []), "pip_check": False, "commands": []}
-    tests |= {"files": test.get("files", []), "contents": []}
+    tests |= {"files": test.get("files", []), "contents": [], "absent": []}
     for command in test.get("commands", []):
         if command == "pip check":
             tests["pip_check"] = True
@@ -92,6 +100,8 @@ def _meta_tests(output: dict[str, Any]) -> dict[str, Any]:
             tests["contents"].append(match[1])
         elif match := re.fullmatch(r'export (\w+)="\$\{\1:-(.*)\}"', command):
             tests.setdefault("env", {})[match[1]] = match[2]  # the caller's value, else this default
+        elif match := re.fullmatch(r"test ! -e \$PREFIX/(\S+)", command):
+            tests["absent"].append(match[1])
         else:
             tests["commands"].append(command)
     return tests
@@ -130,6 +140,16 @@ def test_same_build_settings(name):
     assert v1["build"].get("noarch") == (meta.get("build") or {}).get("noarch")
     v1_script = v1["build"].get("script")
     meta_script = meta.get("script") or (meta.get("build") or {}).get("script")
+    # The variables passed into the build: v1's script env (`env.get`, as written: an empty value renders to
+    # nothing), conda-build's script_env.
+    written = next(
+        o for o in yaml.safe_load(RECIPE_V1.read_text())["outputs"] if o["package"]["name"] == name
+    )
+    script = written["build"].get("script")
+    v1_env = list(script.get("env", {})) if isinstance(script, dict) else []
+    assert v1_env == (meta.get("build") or {}).get("script_env", [])
+    if isinstance(v1_script, dict) and "file" in v1_script:
+        v1_script = v1_script["file"]
     if isinstance(v1_script, str) and v1_script.endswith(".sh"):
         assert v1_script == meta_script
     else:

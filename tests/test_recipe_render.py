@@ -6,7 +6,7 @@ from functools import cache
 
 import pytest
 
-from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANT_FILES, first_variant
+from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_DIR, RECIPE_V1, VARIANT_FILES, first_variant
 from flagtree_feedstock.render import RenderedOutput, render
 
 
@@ -112,3 +112,38 @@ def test_every_source_pin_reaches_the_build_strings_of_what_is_built_from_it(tmp
         changed = build_string != before[(name, python)]
         built_from_it = name == "flagtree-cpu" or (name == "flagtree-llvm" and key.startswith("llvm_"))
         assert changed is built_from_it, (name, python, key)
+
+
+def test_flagtree_llvm_declares_the_python_its_build_runs():
+    # LLVM's CMake stops without a Python 3 interpreter, and build-llvm.sh runs llvm_distribution.py with it.
+    assert "python3 " in (RECIPE_DIR / "build-llvm.sh").read_text()
+    llvm = _by_name("linux-aarch64", "flagtree-llvm")[0]
+    build = [str(r) for r in llvm.engine_variant.recipe.to_dict()["requirements"]["build"]]
+    assert "python >=3.8" in build
+
+
+def test_flagtree_llvm_is_tested_in_its_own_prefix():
+    llvm = _by_name("linux-aarch64", "flagtree-llvm")[0]
+    (contents,) = [t["package_contents"]["files"] for t in llvm.engine_variant.recipe.to_dict()["tests"]]
+    assert all(path.startswith("lib/flagtree-llvm/") for path in contents["exists"])
+    # Static only and nothing but the distribution; nothing where conda-forge's llvmdev and mlir install.
+    assert {"lib/flagtree-llvm/lib/libLTO.so", "lib/flagtree-llvm/lib/libRemarks.so"} <= set(
+        contents["not_exists"]
+    )
+    assert {"lib/libMLIRIR.a", "bin/mlir-tblgen"} <= set(contents["not_exists"])
+
+
+def test_flagtree_cpu_gets_the_compiler_cache_of_the_environment(monkeypatch):
+    # rattler-build runs build scripts in a clean environment: only what the recipe passes reaches them.
+    monkeypatch.setenv("CCACHE_DIR", "/ci/ccache")
+    rendered = render(RECIPE_V1, VARIANT_FILES, target="linux-aarch64")
+    cpu = next(o for o in rendered if o.name == "flagtree-cpu").engine_variant.recipe.to_dict()
+    assert cpu["build"]["script"]["file"] == "build-flagtree.sh"
+    assert cpu["build"]["script"]["env"] == {"CCACHE_DIR": "/ci/ccache"}
+    assert "ccache" in [str(r) for r in cpu["requirements"]["build"]]
+    # ... and nothing of it where the variable is unset; the package is the same either way.
+    monkeypatch.delenv("CCACHE_DIR")
+    plain = [o for o in render(RECIPE_V1, VARIANT_FILES, target="linux-aarch64") if o.name == "flagtree-cpu"]
+    assert "env" not in plain[0].engine_variant.recipe.to_dict()["build"]["script"]
+    cached = [o for o in rendered if o.name == "flagtree-cpu"]
+    assert [o.build_string for o in plain] == [o.build_string for o in cached]

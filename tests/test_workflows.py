@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _tools import require_executable
 from flagtree_feedstock.render import render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,12 +31,14 @@ ALLOWED_ACTIONS = {
     "actions/checkout",
     "actions/setup-python",
     "actions/cache",
+    "actions/cache/restore",
+    "actions/cache/save",
     "actions/upload-artifact",
     "actions/download-artifact",
 }
 USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:")
 PINNED_USES = re.compile(
-    r"^\s*(?:-\s+)?uses: (?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40}) # (?P<version>v\d+\.\d+\.\d+)$"
+    r"^\s*(?:-\s+)?uses: (?P<action>[\w.-]+/[\w.-]+(?:/[\w.-]+)*)@(?P<sha>[0-9a-f]{40}) # (?P<version>v\d+\.\d+\.\d+)$"
 )
 
 
@@ -157,8 +160,10 @@ def test_actions_are_pinned_to_a_commit_with_the_release_in_a_comment(path: Path
     steps = [step for job in _load(path)["jobs"].values() for step in job.get("steps", []) if "uses" in step]
     assert len(pins) == len(steps)  # no `uses:` spelt in a way the line check misses
     assert {action for action, _, _ in pins} <= ALLOWED_ACTIONS
-    # One commit per action across the workflow, so a bump is one search-and-replace.
-    assert len({(a, sha, v) for a, sha, v in pins}) == len({a for a, _, _ in pins})
+    # One commit per action repository across the workflow (actions/cache and its restore/save halves
+    # alike), so a bump is one search-and-replace.
+    repositories = [("/".join(a.split("/")[:2]), sha, v) for a, sha, v in pins]
+    assert len(set(repositories)) == len({r for r, _, _ in repositories})
 
 
 @pytest.mark.parametrize(
@@ -202,7 +207,7 @@ def test_cpu_jobs_reuse_the_llvm_artifact_and_publish_merges_only_channel_artifa
         for step in job["steps"]
         if _action(step) == "actions/upload-artifact"
     }
-    assert uploaded == {"channel-llvm", "channel-${{ steps.build.outputs.slug }}", "cross-linux-aarch64"}
+    assert uploaded == {"channel-llvm", "channel-${{ steps.variant.outputs.slug }}", "cross-linux-aarch64"}
     (download,) = [s for s in jobs["cpu"]["steps"] if _action(s) == "actions/download-artifact"]
     assert download["with"] == {"name": "channel-llvm", "path": "build_artifacts"}
     (merge,) = [s for s in jobs["publish"]["steps"] if _action(s) == "actions/download-artifact"]
@@ -344,3 +349,92 @@ def test_jobs_that_run_kernels_require_them() -> None:
         s["run"] for s in _build()["jobs"]["cross"]["steps"] if s.get("name", "").startswith("Cross-build")
     ]
     assert "--build-platform linux-64" in run[0] and "--no-test" not in run[0]
+
+
+def _cpu_step(predicate: Any) -> dict[str, Any]:
+    (step,) = [s for s in _build()["jobs"]["cpu"]["steps"] if predicate(s)]
+    return step
+
+
+def test_cpu_jobs_keep_a_compiler_cache_that_pull_requests_reuse() -> None:
+    cpu = _build()["jobs"]["cpu"]
+    restore = _cpu_step(lambda s: s.get("uses", "").startswith("actions/cache/restore@"))
+    save = _cpu_step(lambda s: s.get("uses", "").startswith("actions/cache/save@"))
+    build = _cpu_step(lambda s: "flagtree-feedstock build" in s.get("run", ""))
+    steps = cpu["steps"]
+    assert steps.index(restore) < steps.index(build) < steps.index(save)
+    # The folder the build uses (recipe.yaml passes CCACHE_DIR into it) is the folder kept.
+    assert cpu["env"]["CCACHE_DIR"] == "${{ github.workspace }}/.ccache"
+    assert restore["with"]["path"] == save["with"]["path"] == "${{ env.CCACHE_DIR }}"
+    # One cache per run and python; the newest of the python is restored by prefix, whichever branch made
+    # it: a pull request's first run starts from main's.
+    key, prefix = restore["with"]["key"], restore["with"]["restore-keys"]
+    assert save["with"]["key"] == key
+    assert key.startswith(prefix)
+    assert "${{ github.run_id }}" in key and "run_id" not in prefix
+    assert "${{ steps.variant.outputs.slug }}" in prefix
+    assert not re.search(r"github\.(ref|head_ref|base_ref|sha)", key)
+    # Kept also when the build or its tests fail, for the next attempt.
+    assert save["if"].startswith("always()")
+
+
+def test_the_hit_rate_step_reads_what_build_flagtree_writes(tmp_path: Path) -> None:
+    """The step's script, run with bash on the statistics real ccache prints after a compile."""
+    ccache = require_executable("ccache", "ccache")
+    gcc = require_executable("gcc", "gcc")
+    step = _cpu_step(lambda s: s.get("name") == "Compiler cache hit rate")
+    assert step["if"] == "always()"
+    stats_file = "flagtree-cpu-build-stats.txt"
+    assert f'tee "${{CCACHE_DIR}}/{stats_file}"' in (ROOT / "recipe" / "build-flagtree.sh").read_text()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "CCACHE_DIR": str(tmp_path / "cache"),
+        "PYTHON_VARIANT": "3.12.* *_cpython",
+    }
+    source = tmp_path / "a.c"
+    source.write_text("int f(void) { return 1; }\n")
+    for _ in range(2):  # a miss, then a hit
+        subprocess.run([ccache, gcc, "-c", str(source), "-o", str(tmp_path / "a.o")], env=env, check=True)
+    stats = subprocess.run(
+        [ccache, "--show-stats"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    (tmp_path / "cache" / stats_file).write_text(stats)
+    summary = tmp_path / "summary.md"
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]],
+        env={**env, "GITHUB_STEP_SUMMARY": str(summary)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    notice = [line for line in result.stdout.splitlines() if line.startswith("::notice")]
+    assert notice == ["::notice title=ccache::python 3.12.* *_cpython: Hits: 1 / 2 (50.00%)"]
+    assert "Hits:" in summary.read_text()
+    # No statistics (the build stopped before compiling): a warning, and the step itself does not fail.
+    (tmp_path / "cache" / stats_file).unlink()
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("::warning title=ccache::no statistics")
+
+
+def test_the_llvm_package_cache_follows_every_recipe_file_build_llvm_reads() -> None:
+    (restore,) = [s for s in _build()["jobs"]["llvm"]["steps"] if s.get("name") == "Restore the LLVM package"]
+    hashed = set(re.findall(r"'(recipe/[^']+)'", restore["with"]["key"]))
+    script = (ROOT / "recipe" / "build-llvm.sh").read_text()
+    read = {f"recipe/{name}" for name in re.findall(r"\$\{RECIPE_DIR\}/([\w.-]+)", script)}
+    assert read, "build-llvm.sh reads llvm_distribution.py from the recipe folder"
+    assert {"recipe/build-llvm.sh", *read} <= hashed
+
+
+def test_readme_gives_every_job_an_expected_time() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Building at scale", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| `")]
+    header = next(line for line in section.splitlines() if line.startswith("| job |"))
+    assert [cell.strip() for cell in header.split("|")[1:-1]][-1] == "expected time"
+    times = {cells[0].strip().strip("`"): cells[-1].strip() for cells in rows}
+    assert set(times) == set(_build()["jobs"])
+    assert all(re.search(r"\d", time) for time in times.values()), times
