@@ -160,7 +160,8 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
         Stub(name="python_abi", version=PY, build=f"8_{PY_TAG}"),
         Stub(name="pytorch", version="2.12.0", build=f"cpu_generic_py{PY_TAG[2:]}_0", depends=[python_abi]),
         *(Stub(name=name, version=GCC, files={"share/README": readme}) for name in ("libgcc", "libstdcxx", "libgomp")),
-        Stub(name="gxx", version=GCC, depends=[f"gxx_linux-aarch64 =={GCC}"]),
+        # conda-forge's gxx is the compiler itself (gxx_impl), without the build-time activation.
+        Stub(name="gxx", version=GCC),
         Stub(name="binutils", version="2.45"),
     ]
     stubs += [_pure_python(name, work) for name in PURE_PYTHON]

@@ -1,0 +1,300 @@
+"""The rehearsal: the real recipe/recipe.yaml built by the real engine, offline, every output, then installed.
+
+Only what cannot exist here is replaced: upstream's sources by local stand-in repositories (with
+``FLAGTREE_SRC``, FlagTree is the real checkout), conda-forge by a stub channel, the C++ compile by a stand-in
+cmake (tests/_stub_channel.py, tests/_rehearsal_sources.py; tests/README.md has the table of what runs for
+real). Then each mutation of a copy of the recipe must make the same pipeline fail, naming the cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rattler.package_streaming import extract
+
+from _rehearsal import build, copy_recipe, write_variants
+from _rehearsal_sources import FLAGTREE_PLAIN_LIBRARIES, ROOT, Sources, make_sources
+from _stub_channel import PY, SITE, TARGET, build_stub_channel
+from _tools import aarch64_gcc, require_executable
+from conftest import DEAD_PROXY
+from flagtree_feedstock.channel import index_channel, smoke_install
+from flagtree_feedstock.errors import FeedstockError
+
+pytestmark = pytest.mark.rehearsal
+
+OUTPUTS = ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu")
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy")
+
+
+@pytest.fixture(scope="session")
+def offline_session() -> Iterator[None]:
+    """The dead proxy of conftest.py for the session-scoped builds (they start before its autouse fixture)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in PROXY_VARIABLES:
+            patch.setenv(name, DEAD_PROXY)
+        for name in ("no_proxy", "NO_PROXY"):
+            patch.delenv(name, raising=False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def stub_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None) -> Path:
+    require_executable("git", "git")
+    cc = aarch64_gcc()
+    work = tmp_path_factory.mktemp("stub-work")
+    return build_stub_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc)
+
+
+@pytest.fixture(scope="session")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> Sources:
+    flagtree_src = os.environ.get("FLAGTREE_SRC")
+    llvm_commit = str(_variant(ROOT, "llvm_commit"))
+    return make_sources(
+        tmp_path_factory.mktemp("github"),
+        llvm_commit=llvm_commit,
+        flagtree_src=Path(flagtree_src) if flagtree_src else None,
+    )
+
+
+def _variant(root: Path, key: str) -> object:
+    import yaml  # noqa: PLC0415
+
+    for path in (root / "recipe" / "conda_build_config.yaml", root / "conda_build_config.yaml"):
+        if path.is_file():
+            data = yaml.safe_load(path.read_text()) or {}
+            if key in data:
+                return data[key][0]
+    raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """The built channel of the real recipe and what it was built with."""
+
+    channel: Path
+    stub_channel: Path
+    variant_file: Path
+    sources: Sources
+
+
+@pytest.fixture(scope="session")
+def rehearsal(
+    tmp_path_factory: pytest.TempPathFactory, stub_channel: Path, sources: Sources, offline_session: None
+) -> Rehearsal:
+    """Every output of the real recipe, built in render order: package tests run where they can (see README)."""
+    folder = tmp_path_factory.mktemp("rehearsal")
+    variant_file = write_variants(ROOT, sources, folder / "variants.yaml")
+    channel = folder / "channel"
+    # flagtree-cpu's import and script tests need its aarch64 libraries loaded by python: not here.
+    for name, test in (("flagtree-llvm", True), ("flagtree-doctor", True), ("flagtree-cpu", False)):
+        build(ROOT, variant_file, channel, stub_channel, names=[name], test=test)
+    return Rehearsal(channel=channel, stub_channel=stub_channel, variant_file=variant_file, sources=sources)
+
+
+def _package(channel: Path, name: str) -> Path:
+    (found,) = [p for p in channel.glob(f"*/{name}-*.conda") if p.name.rsplit("-", 2)[0] == name]
+    return found
+
+
+def test_every_output_is_built_for_its_platform(rehearsal: Rehearsal) -> None:
+    subdirs = {name: _package(rehearsal.channel, name).parent.name for name in OUTPUTS}
+    assert subdirs == {"flagtree-llvm": TARGET, "flagtree-doctor": "noarch", "flagtree-cpu": TARGET}
+
+
+def test_flagtree_cpu_holds_aarch64_libraries_linked_against_zlib(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    readelf = require_executable("readelf", "binutils")
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
+    libtriton = tmp_path / SITE / "triton" / "_C" / "libtriton.so"
+    header = subprocess.run([readelf, "-h", str(libtriton)], capture_output=True, text=True, check=True).stdout
+    assert "AArch64" in header
+    dynamic = subprocess.run([readelf, "-d", str(libtriton)], capture_output=True, text=True, check=True).stdout
+    assert "[libz.so.1]" in dynamic
+
+
+def test_flagtree_cpu_depends_on_what_its_build_exports(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
+    import json  # noqa: PLC0415
+
+    depends = json.loads((tmp_path / "info" / "index.json").read_text())["depends"]
+    names = {spec.split()[0] for spec in depends}
+    # Run exports: python's python_abi, the compilers' libgcc/libstdcxx, zlib's libzlib, the sysroot's __glibc.
+    assert {"python_abi", "libgcc", "libstdcxx", "libzlib", "__glibc"} <= names
+    assert f"python_abi {PY}.* *_cp{PY.replace('.', '')}" in depends
+
+
+def test_install_from_the_channel_and_activate(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    installed = smoke_install(
+        rehearsal.channel,
+        ["flagtree-cpu"],
+        prefix=prefix,
+        platform=TARGET,
+        extra_channels=[rehearsal.stub_channel.as_uri()],
+    )
+    names = {p.name for p in installed}
+    assert {"flagtree-cpu", "flagtree-doctor", "python", "libzlib", "pytorch"} <= names
+    assert "flagtree-llvm" not in names  # linked statically: a build-time dependency only
+    _check_activation(prefix)
+
+
+ACTIVATION_CHECK = r"""
+set -euo pipefail
+export CONDA_PREFIX="$1"
+snapshot() { env | grep -v '^_=' | sort; }
+before="$(snapshot)"
+for script in "${CONDA_PREFIX}"/etc/conda/activate.d/*.sh; do . "${script}"; done
+echo "FLAGTREE_BACKEND=${FLAGTREE_BACKEND}"
+echo "TRITON_SYS_PATH=${TRITON_SYS_PATH}"
+for script in "${CONDA_PREFIX}"/etc/conda/deactivate.d/*.sh; do . "${script}"; done
+after="$(snapshot)"
+if [[ "${before}" != "${after}" ]]; then
+  echo "deactivate did not restore the environment:" >&2
+  diff <(echo "${before}") <(echo "${after}") >&2 || true
+  exit 3
+fi
+"""
+
+
+def _check_activation(prefix: Path) -> None:
+    """Source the installed activation under ``set -u`` (unset and preset variables), then deactivate."""
+    bash = require_executable("bash", "bash")
+    for preset in ({}, {"FLAGTREE_BACKEND": "nvidia", "TRITON_SYS_PATH": "/opt/old", "CC": "cc"}):
+        env = {"PATH": os.environ["PATH"], "HOME": str(prefix), **preset}
+        done = subprocess.run(
+            [bash, "-c", ACTIVATION_CHECK, "check", str(prefix)], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"activation with {preset or 'nothing set'}: {done.stderr.strip()}"
+        assert done.stdout.splitlines() == ["FLAGTREE_BACKEND=cpu", f"TRITON_SYS_PATH={prefix}"]
+
+
+def test_flagtree_plain_libraries_match_upstream(tmp_path: Path) -> None:
+    """The synthesized tree's plain libraries are the ones FlagTree's CMakeLists.txt links (FLAGTREE_SRC)."""
+    flagtree_src = os.environ.get("FLAGTREE_SRC")
+    if not flagtree_src:
+        pytest.skip("FLAGTREE_SRC is not set (a checkout of FlagTree at flagtree_commit)")
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert tuple(module.plain_link_libraries(Path(flagtree_src))) == FLAGTREE_PLAIN_LIBRARIES
+    del tmp_path
+
+
+# --- mutations: each applied to a copy of the recipe; the same pipeline must fail and name the cause ---
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"the mutation's target is not in {path.name}: {old!r}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def _mutated_build(
+    rehearsal: Rehearsal, tmp_path: Path, caplog: pytest.LogCaptureFixture, mutate: object
+) -> tuple[Path, str]:
+    """Build flagtree-cpu from a mutated copy (flagtree-llvm and -doctor reused); return (channel, failure)."""
+    root = copy_recipe(tmp_path / "copy")
+    assert callable(mutate)
+    mutate(root)
+    channel = tmp_path / "channel"
+    shutil.copytree(rehearsal.channel, channel)
+    # Same variant, same build string: the engine would reuse the baseline's flagtree-cpu.
+    _package(channel, "flagtree-cpu").unlink()
+    index_channel(channel)
+    try:
+        with caplog.at_level(logging.ERROR, logger="flagtree_feedstock"):
+            build(root, rehearsal.variant_file, channel, rehearsal.stub_channel, names=["flagtree-cpu"], test=False)
+    except FeedstockError as exc:
+        return channel, f"{exc}\n{caplog.text}"
+    return channel, ""
+
+
+def test_mutation_a_licence_file_the_build_script_removed(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        with (root / "recipe" / "build-flagtree.sh").open("a") as script:
+            script.write('rm "${SRC_DIR}/third_party/flagtree-cpu/LICENSE"\n')
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    assert "third_party/flagtree-cpu/LICENSE" in failure, failure or "the build passed"
+
+
+def test_mutation_a_package_contents_file_the_build_does_not_make(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        _replace(
+            root / "recipe" / "recipe.yaml",
+            "            - lib/python*/site-packages/triton/_C/libtriton.so\n",
+            "            - lib/python*/site-packages/triton/_C/libtriton.so\n"
+            "            - lib/python*/site-packages/triton/_C/libnotbuilt.so\n",
+        )
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    assert "libnotbuilt.so" in failure, failure or "the build passed"
+
+
+def test_mutation_zlib_removed_from_host(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        recipe = root / "recipe" / "recipe.yaml"
+        text = recipe.read_text()
+        assert re.search(r"^        - zlib\n", text, re.MULTILINE), "recipe.yaml has no zlib host requirement"
+        recipe.write_text(re.sub(r"^        - zlib\n", "", text, count=1, flags=re.MULTILINE))
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    assert "cannot find -lz" in failure, failure or "the build passed"
+
+
+@pytest.mark.parametrize(
+    ("script", "old", "new", "expected"),
+    [
+        pytest.param(
+            "activate.sh",
+            '[ -n "${FLAGTREE_BACKEND+x}" ]',
+            '[ -n "${FLAGTREE_BACKEND}" ]',
+            "FLAGTREE_BACKEND: unbound variable",
+            id="unbound-under-set-u",
+        ),
+        pytest.param(
+            "deactivate.sh",
+            "    else\n        unset TRITON_SYS_PATH\n",
+            "",
+            "deactivate did not restore the environment",
+            id="not-restored",
+        ),
+    ],
+)
+def test_mutation_an_activation_script(rehearsal, tmp_path, caplog, script, old, new, expected):
+    channel, failure = _mutated_build(
+        rehearsal, tmp_path, caplog, lambda root: _replace(root / "recipe" / script, old, new)
+    )
+    assert not failure, failure
+    prefix = tmp_path / "env"
+    smoke_install(
+        channel, ["flagtree-cpu"], prefix=prefix, platform=TARGET, extra_channels=[rehearsal.stub_channel.as_uri()]
+    )
+    with pytest.raises(AssertionError, match=expected):
+        _check_activation(prefix)
+
+
+def test_mutation_a_patch_that_does_not_apply(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        patch = next((root / "patches" / "flagtree").glob("0006-*.patch"))
+        text = patch.read_text()
+        context = next(line for line in text.splitlines() if line.startswith(" ") and line.strip())
+        _replace(patch, f"\n{context}\n", f"\n {context[1:]} # drifted upstream\n")
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    assert "0006-" in failure, failure or "the build passed"
+
+
+def test_channel_index_of_the_built_channel(rehearsal: Rehearsal) -> None:
+    written = index_channel(rehearsal.channel)
+    assert {p.parent.name for p in written} >= {TARGET, "noarch"}
