@@ -1,4 +1,6 @@
 # flagtree-cpu: conda sources this on `conda activate` in fish; see activate.sh for why each variable.
+# As there: FLAGTREE_BACKEND and TRITON_SYS_PATH always point at this environment (the user's values are kept
+# aside for deactivate.fish); a non-empty CC, the user's compiler, is kept.
 if not set -q _FLAGTREE_CPU_ACTIVE
     set -gx _FLAGTREE_CPU_ACTIVE 1
     if set -q FLAGTREE_BACKEND

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from flagtree_feedstock.build import BuildStep, classify_build_error, plan_builds
-from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
+from flagtree_feedstock.errors import (
+    BuildFailedError,
+    ConfigurationError,
+    DependencyError,
+    NothingToDoError,
+    SourceFetchError,
+)
 from flagtree_feedstock.render import RenderedOutput
 
 
@@ -76,6 +82,17 @@ def test_output_selection() -> None:
     assert [(s.output.name, s.variants) for s in plan] == [("flagtree-llvm", 4)]
     with pytest.raises(ConfigurationError, match="--output flagtree is not an output of the recipe"):
         plan_builds(MATRIX, names=["flagtree"])
+
+
+def test_a_combination_that_selects_nothing_is_nothing_to_do() -> None:
+    """Each name and python exists, but no output has both: nothing to build, said before any build."""
+    matrix = [_output("old-ext", "py310h0_0", "3.10"), _output("new-ext", "py313h0_0", "3.13")]
+    with pytest.raises(NothingToDoError) as info:
+        plan_builds(matrix, pythons=["3.13"], names=["old-ext"])
+    assert str(info.value) == (
+        "no output of old-ext is rendered for python 3.13 (fix: check the variant file's matrix with "
+        "--render-only (without --python and --output))"
+    )
 
 
 def _step() -> BuildStep:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,10 @@ from _toy import RECIPES, build_args, native_args
 from flagtree_feedstock import _engine
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ToolMissingError
+from flagtree_feedstock.render import render
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = RECIPES / "toy-multi"
 
 
 def _error_line(stderr: str) -> str:
@@ -26,15 +33,159 @@ def _leftovers(out: Path) -> list[str]:
     return inside + staging
 
 
-def test_render_only_lists_every_variant_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _table_rows(text: str) -> list[list[list[str]]]:
+    """The body rows of each table rich printed, as lists of cell texts (folded cells joined)."""
+    tables: list[list[list[str]]] = []
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("┡"):
+            rows = []
+            tables.append(rows)
+        elif line.startswith("│"):
+            cells = [cell.strip() for cell in line.strip("│").split("│")]
+            if cells[0] or not rows:
+                rows.append(cells)
+            else:  # a folded continuation line
+                rows[-1] = [f"{a}{b}" if b else a for a, b in zip(rows[-1], cells, strict=True)]
+    return tables
+
+
+def test_render_only_lists_each_package_once_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, "--render-only")) == 0
     stdout = capsys.readouterr().out
-    assert stdout.count("toy-llvm") == 4 + 1  # four variant rows, plus the summary line
-    for python in ("3.10", "3.11", "3.12", "3.13"):
-        assert f"py{python.replace('.', '')}h" in stdout
-    assert "8 rendered outputs -> 5 packages to build; toy-llvm" in stdout
+    packages, pins = _table_rows(stdout)
+    assert [(r[0], r[3], r[4]) for r in packages] == [
+        ("toy-llvm", "-", "4"),
+        *(("toy-py", python, "1") for python in ("3.10", "3.11", "3.12", "3.13")),
+    ]
+    assert all(r[2].startswith(f"py{r[3].replace('.', '')}h") for r in packages[1:])
+    assert pins == [
+        ["llvm_commit", "1234567890ab", "toy-llvm, toy-py"],
+        ["flagtree_commit", "abcdefabcdef", "toy-py"],
+    ]
+    assert stdout.splitlines()[-1] == "8 rendered outputs -> 5 packages to build"
     assert not out.exists()
+
+
+CHOICES = {
+    "python": (
+        ("--python", "3.9"),
+        "--python 3.9 is not in the variant file's python matrix (fix: choose from 3.10, 3.11, 3.12, 3.13)",
+    ),
+    "output": (
+        ("--output", "nosuchpkg"),
+        "--output nosuchpkg is not an output of the recipe (fix: choose from toy-llvm, toy-py)",
+    ),
+}
+
+
+@pytest.mark.parametrize("choice", list(CHOICES))
+@pytest.mark.parametrize(
+    "mode", [("--render-only",), ("--render-only", "--json"), ()], ids=["render", "json", "build"]
+)
+def test_python_and_output_choices_are_checked_before_anything_else(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    choice: str,
+    mode: tuple[str, ...],
+) -> None:
+    """As a render, and as a build on a host that cannot build the target: the choice is named first."""
+    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
+    options, message = CHOICES[choice]
+    out = tmp_path / "channel"
+    assert main(build_args("toy-multi", out, *mode, *options)) == 2
+    captured = capsys.readouterr()
+    assert _error_line(captured.err) == f"flagtree-feedstock: error: {message}"
+    assert captured.out == ""
+    assert _leftovers(out) == []
+
+
+def test_render_only_shows_only_the_python_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(build_args("toy-multi", out, "--render-only", "--python", "3.12")) == 0
+    stdout = capsys.readouterr().out
+    packages, _ = _table_rows(stdout)
+    assert [(r[0], r[3]) for r in packages] == [("toy-llvm", "-"), ("toy-py", "3.12")]
+    assert stdout.splitlines()[-1] == (
+        "8 rendered outputs, 5 selected by --python/--output -> 2 packages to build"
+    )
+    args = build_args("toy-multi", out, "--render-only", "--json", "--python", "3.12", "--output", "toy-py")
+    assert main(args) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [(o["name"], o["python"]) for o in document["outputs"]] == [("toy-py", "3.12")]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--json",), "--json works only with --render-only (fix: add --render-only or drop --json)"),
+        (
+            ("--tool", "conda-build", "--output", "toy-py"),
+            "--output works only with --tool rattler-build, not conda-build (fix: drop --output)",
+        ),
+        (
+            ("--tool", "mamba"),
+            "--tool 'mamba' is not supported (fix: use one of boa, conda-build, rattler-build)",
+        ),
+        (
+            ("--tool", "conda-build", "--channel", "file:///nonexistent-channel"),
+            (
+                "channel file:///nonexistent-channel: folder /nonexistent-channel does not exist "
+                "(fix: pass --channel an existing channel folder or a channel name)"
+            ),
+        ),
+    ],
+    ids=["json-without-render-only", "output-with-conda-build", "unknown-tool", "missing-channel-folder"],
+)
+def test_options_that_cannot_work_are_named_before_the_host_check(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    options: tuple[str, ...],
+    message: str,
+) -> None:
+    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
+    out = tmp_path / "channel"
+    assert main(build_args("toy-multi", out, *options)) == 2
+    assert _error_line(capsys.readouterr().err) == f"flagtree-feedstock: error: {message}"
+    assert _leftovers(out) == []
+
+
+@pytest.mark.parametrize("recipe", ["toy", "real"])
+def test_render_table_fits_80_columns_when_piped(recipe: str, tmp_path: Path) -> None:
+    """As a user sees it through a pipe (`| less`, CI logs): rich's 80 columns, every package name whole."""
+    args = ["build", "--render-only"]
+    if recipe == "toy":
+        args = build_args("toy-multi", tmp_path / "channel", "--render-only")
+    env = {k: v for k, v in os.environ.items() if k not in {"COLUMNS", "LINES"}}
+    result = subprocess.run(
+        [sys.executable, "-m", "flagtree_feedstock", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, result.stdout
+    packages, _ = _table_rows(result.stdout)
+    matrix = render(
+        (TOY if recipe == "toy" else ROOT / "recipe") / "recipe.yaml",
+        (TOY if recipe == "toy" else ROOT) / "conda_build_config.yaml",
+        target="linux-aarch64",
+    )
+    expected = {}
+    for output in matrix:
+        expected[output.name, output.build_string] = expected.get((output.name, output.build_string), 0) + 1
+    assert {(r[0], r[2]): int(r[4]) for r in packages} == expected
+    assert len(packages) == len(expected)  # one row per distinct package
 
 
 def test_render_only_json_is_versioned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -297,3 +448,30 @@ def test_cross_builds_run_their_tests_only_under_an_emulator(
     import rattler_build  # noqa: PLC0415
 
     rattler_build.ToolConfiguration(test_strategy=settings.test_strategy)  # the engine accepts the name
+
+
+def test_python_variable_is_validated_like_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLAGTREE_FEEDSTOCK_PYTHON", "3.9")
+    assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        "flagtree-feedstock: error: --python 3.9 is not in the variant file's python matrix "
+        "(fix: choose from 3.10, 3.11, 3.12, 3.13)"
+    )
+    monkeypatch.setenv("FLAGTREE_FEEDSTOCK_PYTHON", "3.11")
+    assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 0
+    packages, _ = _table_rows(capsys.readouterr().out)
+    assert [r[3] for r in packages] == ["-", "3.11"]
+
+
+def test_missing_recipe_names_the_option_that_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_args("toy-multi", tmp_path / "channel", "--render-only")
+    args[args.index("--recipe-dir") + 1] = str(tmp_path / "nope")
+    assert main(args) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"flagtree-feedstock: error: recipe {tmp_path / 'nope' / 'recipe.yaml'} does not exist "
+        "(fix: pass --recipe-dir DIR, the folder holding recipe.yaml)"
+    )

@@ -1,12 +1,15 @@
 """The activation scripts in real shells: set what the JIT needs, then give the user's environment back exactly.
 
 Each of FLAGTREE_BACKEND, TRITON_SYS_PATH and CC starts set (to a value with spaces), empty, or unset; the
-environment after `deactivate` must equal the one before `activate`, byte for byte (`env -0`).
+environment after `deactivate` must equal the one before `activate`, byte for byte (`env -0`). What each
+variable is while active, and whether a value the user set is kept, is read from the README's table: the
+scripts must do what the README tells users.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 from _recipe_support import RECIPE_DIR
 from _tools import require_executable
 
+README = Path(__file__).resolve().parents[1] / "README.md"
 VARIABLES = ("FLAGTREE_BACKEND", "TRITON_SYS_PATH", "CC")
 STATES = ("set", "empty", "unset")
 USER_VALUE = "user's value with spaces"
@@ -25,6 +29,33 @@ SHELLS = {
     "zsh": (["zsh", "-f", "-c"], "sh", "."),
     "fish": (["fish", "--no-config", "-c"], "fish", "source"),
 }
+
+
+def readme_rules() -> dict[str, tuple[str, bool]]:
+    """The README's activation table: variable -> (the value it is set to, whether a user's value is kept)."""
+    readme = README.read_text()
+    header = "| variable | set to | a value you set before activating is |"
+    assert header in readme, "README.md: the activation table is missing"
+    rules = {}
+    for line in readme.split(header, 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        name, value, user = (cell.strip() for cell in line.strip("|").split("|"))
+        kept = user.startswith("kept")
+        assert kept or user.startswith("replaced"), line
+        rules[name.strip("`")] = (value.split("`")[1], kept)
+    return rules
+
+
+def _expected(value: str, prefix: Path) -> str:
+    return value.replace("$CONDA_PREFIX", str(prefix))
+
+
+def test_the_readme_table_covers_every_variable_the_scripts_set() -> None:
+    scripts = "".join((RECIPE_DIR / f"activate.{ext}").read_text() for ext in ("sh", "fish"))
+    exported = set(re.findall(r"(?:export |set -gx )([A-Z][A-Z_]+)", scripts))
+    assert set(readme_rules()) == {name for name in exported if not name.startswith("_FLAGTREE_CPU")}
+    assert set(readme_rules()) == set(VARIABLES)
 
 
 def _run(shell: str, prefix: Path, out: Path, start: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -75,11 +106,11 @@ def test_round_trip(shell, states, prefix, tmp_path):
     env = _run(shell, prefix, out, start)
 
     assert env["after"] == env["before"]
-    during = env["during"]
-    assert during["FLAGTREE_BACKEND"] == "cpu"
-    assert during["TRITON_SYS_PATH"] == str(prefix)
-    expected_cc = USER_VALUE if start.get("CC") else str(prefix / "bin" / "gcc")
-    assert during["CC"] == expected_cc
+    for name, (value, kept) in readme_rules().items():
+        # A user's empty value counts as unset where the README says so; a replaced one never survives.
+        users = start.get(name)
+        expected = users if kept and users else _expected(value, prefix)
+        assert env["during"][name] == expected, name
     # Nothing of ours is left behind.
     assert not [name for name in env["after"] if name.startswith("_FLAGTREE_CPU")]
 

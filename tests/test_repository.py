@@ -39,6 +39,26 @@ def test_example_environment_installs_the_package() -> None:
     assert "flagtree-cpu" in env["dependencies"]
 
 
+def test_readme_says_there_is_no_public_channel_where_it_first_shows_one() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first = readme.index("-c <channel>")
+    block_end = readme.index("```\n", first) + len("```\n")
+    following = readme[block_end:].lstrip("\n").split("\n\n", 1)[0]
+    assert following.startswith("No public channel holds these packages yet"), following
+    # ... and how to get one: build it, or the CI's publish job to one's own channel.
+    assert "flagtree-feedstock build" in following
+    assert "`publish` job" in following
+    assert "prefix.dev or anaconda.org" in following
+
+
+def test_example_environment_says_there_is_no_public_channel() -> None:
+    text = (ROOT / "examples" / "environment.yml").read_text()
+    comment = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "No public channel holds flagtree-cpu yet" in comment
+    assert "flagtree-feedstock build" in comment
+    assert "publish job" in comment
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -24,13 +24,19 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 TOY = Path(__file__).resolve().parent / "recipes" / "toy-multi"
 VENV_BIN = Path(sys.executable).parent
 EXPRESSION = re.compile(r"\$\{\{.*?\}\}", flags=re.DOTALL)
-PINNED_ACTIONS = {
-    "actions/checkout@v4",
-    "actions/setup-python@v5",
-    "actions/cache@v4",
-    "actions/upload-artifact@v4",
-    "actions/download-artifact@v4",
+# The actions the workflows may use. Each is pinned to a full commit SHA with its release in a comment
+# (`actions/checkout@<40 hex> # v4.4.0`): a tag can be moved to other code, a commit cannot.
+ALLOWED_ACTIONS = {
+    "actions/checkout",
+    "actions/setup-python",
+    "actions/cache",
+    "actions/upload-artifact",
+    "actions/download-artifact",
 }
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:")
+PINNED_USES = re.compile(
+    r"^\s*(?:-\s+)?uses: (?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40}) # (?P<version>v\d+\.\d+\.\d+)$"
+)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -126,15 +132,50 @@ def test_tests_job_runs_ci_where_every_tier_can_run() -> None:
     assert [s["run"] for s in tests["steps"] if "run" in s] == ["bash .ci/run"]
 
 
-def test_actions_are_pinned() -> None:
-    used = {
-        step["uses"]
-        for path in WORKFLOWS
-        for job in _load(path)["jobs"].values()
-        for step in job.get("steps", [])
-        if "uses" in step
-    }
-    assert used <= PINNED_ACTIONS, used - PINNED_ACTIONS
+def action_pins(text: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The (action, sha, version) of each `uses:` line, and the lines that are not pinned that way."""
+    pins, problems = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not USES_LINE.match(line):
+            continue
+        if match := PINNED_USES.match(line):
+            pins.append((match["action"], match["sha"], match["version"]))
+        else:
+            problems.append(f"line {number}: {line.strip()}")
+    return pins, problems
+
+
+def _action(step: dict[str, Any]) -> str | None:
+    uses = step.get("uses")
+    return uses.split("@", 1)[0] if isinstance(uses, str) else None
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_actions_are_pinned_to_a_commit_with_the_release_in_a_comment(path: Path) -> None:
+    pins, problems = action_pins(path.read_text())
+    assert problems == [], "pin each action as owner/name@<40-hex commit> # vX.Y.Z"
+    steps = [step for job in _load(path)["jobs"].values() for step in job.get("steps", []) if "uses" in step]
+    assert len(pins) == len(steps)  # no `uses:` spelt in a way the line check misses
+    assert {action for action, _, _ in pins} <= ALLOWED_ACTIONS
+    # One commit per action across the workflow, so a bump is one search-and-replace.
+    assert len({(a, sha, v) for a, sha, v in pins}) == len({a for a, _, _ in pins})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "      - uses: actions/checkout@v4",
+        "      - uses: actions/checkout@v4.4.0",
+        "      - uses: actions/checkout@main",
+        "      - uses: actions/checkout@11d5960",  # a short SHA
+        "      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262",  # no release comment
+        "      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4",
+        "        uses: 'actions/cache@0057852bfaa89a56745cba8c7296529d2fc39830' # v4.3.0",
+    ],
+)
+def test_the_pin_check_rejects_tags_and_unmarked_commits(line: str) -> None:
+    pins, problems = action_pins(f"jobs:\n  a:\n    steps:\n{line}\n")
+    assert (pins, len(problems)) == ([], 1)
 
 
 def test_secrets_reach_only_the_tag_only_publish_job() -> None:
@@ -159,12 +200,12 @@ def test_cpu_jobs_reuse_the_llvm_artifact_and_publish_merges_only_channel_artifa
         step["with"]["name"]
         for job in jobs.values()
         for step in job["steps"]
-        if step.get("uses") == "actions/upload-artifact@v4"
+        if _action(step) == "actions/upload-artifact"
     }
     assert uploaded == {"channel-llvm", "channel-${{ steps.build.outputs.slug }}", "cross-linux-aarch64"}
-    (download,) = [s for s in jobs["cpu"]["steps"] if s.get("uses") == "actions/download-artifact@v4"]
+    (download,) = [s for s in jobs["cpu"]["steps"] if _action(s) == "actions/download-artifact"]
     assert download["with"] == {"name": "channel-llvm", "path": "build_artifacts"}
-    (merge,) = [s for s in jobs["publish"]["steps"] if s.get("uses") == "actions/download-artifact@v4"]
+    (merge,) = [s for s in jobs["publish"]["steps"] if _action(s) == "actions/download-artifact"]
     assert merge["with"] == {"pattern": "channel-*", "path": "channel", "merge-multiple": True}
     assert set(jobs["publish"]["needs"]) == {"tests", "llvm", "cpu"}
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ._engine import require
-from .channel import check_local_channels, index_channel, publish_packages, seed_staging, staging_dir
-from .errors import BuildFailedError, ConfigurationError, DependencyError, SourceFetchError
+from .channel import index_channel, publish_packages, seed_staging, staging_dir
+from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
 from .platforms import PlatformName
 from .render import RenderedOutput
 
@@ -35,10 +35,13 @@ class BuildStep:
         return f"{self.output.name} {self.output.version} {self.output.build_string}{python}"
 
 
-def plan_builds(
+def select_outputs(
     outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
-) -> list[BuildStep]:
-    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
+) -> list[RenderedOutput]:
+    """The outputs ``--python``/``--output`` ask for, in render order; a choice the matrix lacks is an error.
+
+    Outputs that do not use python (LLVM, the noarch doctor) belong to every python variant and are kept.
+    """
     outputs = list(outputs)
     all_names = sorted({o.name for o in outputs})
     missing = sorted(set(names) - set(all_names))
@@ -59,9 +62,21 @@ def plan_builds(
         for o in outputs
         if (not pythons or o.python is None or o.python in pythons) and (not names or o.name in names)
     ]
+    if not selected:
+        raise NothingToDoError(
+            f"no output of {', '.join(names)} is rendered for python {', '.join(pythons)}",
+            fix="check the variant file's matrix with --render-only (without --python and --output)",
+        )
+    return selected
+
+
+def plan_builds(
+    outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
+) -> list[BuildStep]:
+    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
     counts: dict[tuple[str, str, str], int] = {}
     first: dict[tuple[str, str, str], RenderedOutput] = {}
-    for output in selected:
+    for output in select_outputs(outputs, pythons=pythons, names=names):
         counts[output.key] = counts.get(output.key, 0) + 1
         first.setdefault(output.key, output)
     return [BuildStep(output=o, variants=counts[k]) for k, o in first.items()]
@@ -123,7 +138,6 @@ def run_plan(
     ``ProgressCallback`` (downloads, build steps, the build log), handed to the engine unchanged.
     """
     rb = require("rattler_build", "py-rattler-build")
-    check_local_channels(settings.channels)
     tool = rb.ToolConfiguration(
         skip_existing="local",
         test_strategy=settings.test_strategy,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -11,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ._engine import require
@@ -44,17 +46,38 @@ def package_files(channel_dir: Path) -> list[Path]:
     return sorted(p for p in channel_dir.glob("*/*") if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES))
 
 
+def _build_into(folder: Path) -> str:
+    return f"build into it first: flagtree-feedstock build --output-dir {folder}"
+
+
+def _folder(channel: str) -> Path:
+    """The folder of a ``file://`` channel URL."""
+    return Path(unquote(urlparse(channel).path))
+
+
 def check_local_channels(channels: Sequence[str]) -> None:
     """Fail early, naming the channel, when a ``file://`` channel is not an indexed channel folder."""
     for channel in channels:
         if not channel.startswith("file://"):
             continue
-        folder = Path(unquote(urlparse(channel).path))
-        if not (folder / "noarch" / "repodata.json").is_file():
+        folder = _folder(channel)
+        if (folder / "noarch" / "repodata.json").is_file():
+            continue
+        # Suggest indexing only where it works: a folder that exists and holds packages.
+        if not folder.is_dir():
             raise ConfigurationError(
-                f"channel {channel} is not an indexed channel folder (no noarch/repodata.json)",
-                fix=f"run: flagtree-feedstock channel index {folder}",
+                f"channel {channel}: folder {folder} does not exist",
+                fix="pass --channel an existing channel folder or a channel name",
             )
+        if not package_files(folder):
+            raise ConfigurationError(
+                f"channel {channel} is not an indexed channel folder and holds no packages",
+                fix="pass --channel a channel folder with packages, or a channel name",
+            )
+        raise ConfigurationError(
+            f"channel {channel} is not an indexed channel folder (no noarch/repodata.json)",
+            fix=f"run: flagtree-feedstock channel index {folder}",
+        )
 
 
 @contextmanager
@@ -121,9 +144,11 @@ def index_channel(channel_dir: Path) -> list[Path]:
     rattler_index = require("rattler.index", "py-rattler")
     rattler_errors = require("rattler.exceptions", "py-rattler")
     if not channel_dir.is_dir():
-        raise ConfigurationError(
-            f"channel folder {channel_dir} does not exist",
-            fix="build into it first or pass an existing folder",
+        raise ConfigurationError(f"channel folder {channel_dir} does not exist", fix=_build_into(channel_dir))
+    if not package_files(channel_dir):
+        raise ChannelError(
+            f"channel folder {channel_dir} holds no packages (*.conda, *.tar.bz2 in its subdirs) to index",
+            fix=_build_into(channel_dir),
         )
     (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
     try:
@@ -141,6 +166,90 @@ def index_channel(channel_dir: Path) -> list[Path]:
     if leftover.is_dir() and not any(leftover.iterdir()):
         leftover.rmdir()
     return sorted(channel_dir.glob("*/repodata.json"))
+
+
+def _not_indexed(channel_dir: Path) -> ChannelError:
+    """Why ``channel_dir`` cannot be installed from; the fix suggests indexing only where that works."""
+    if not channel_dir.is_dir():
+        return ChannelError(f"channel folder {channel_dir} does not exist", fix=_build_into(channel_dir))
+    if not package_files(channel_dir):
+        return ChannelError(
+            f"channel folder {channel_dir} holds no packages (*.conda, *.tar.bz2 in its subdirs)",
+            fix=_build_into(channel_dir),
+        )
+    return ChannelError(
+        f"{channel_dir} is not an indexed channel (no noarch/repodata.json)",
+        fix=f"run: flagtree-feedstock channel index {channel_dir}",
+    )
+
+
+def _spec_names(rattler: Any, errors: Any, specs: Sequence[str]) -> set[str]:  # noqa: ANN401 - py-rattler
+    """The package names ``specs`` ask for; a spec py-rattler cannot read is bad input."""
+    names = set()
+    for spec in specs:
+        try:
+            names.add(rattler.MatchSpec(spec).name.normalized)
+        except errors.InvalidMatchSpecError as exc:
+            raise ConfigurationError(
+                f"{spec!r} is not a match spec: {_first_line(exc)}",
+                fix="write NAME, 'NAME >=VERSION' or 'NAME ==VERSION BUILD', e.g. 'flagtree-cpu >=0.6'",
+            ) from None
+    return names
+
+
+def _unreachable(exc: Exception, names: Sequence[str], channels: Sequence[Any]) -> ChannelError:
+    """A channel whose index could not be fetched: name it (the one in the engine's message, else all)."""
+    reason = _first_line(exc)
+    named = [n for n, c in zip(names, channels, strict=True) if c.base_url in reason] or list(names)
+    cause = str(exc).strip().splitlines()[-1].removeprefix("Caused by: ")
+    return ChannelError(
+        f"channel {', '.join(named)} is unreachable: {reason}" + (f" ({cause})" if cause != reason else ""),
+        fix="check the network and the http(s)_proxy variables, or install without that -c channel",
+    )
+
+
+def _check_readable_index(folder: Path, platform: PlatformName) -> None:
+    """A local channel's index that is not JSON is damaged, not unreachable: say so, and how to rewrite it."""
+    for subdir in (platform, "noarch"):
+        repodata = folder / subdir / "repodata.json"
+        if not repodata.is_file():
+            continue
+        try:
+            json.loads(repodata.read_bytes())
+        except ValueError as exc:
+            raise ChannelError(
+                f"the channel index {repodata} is damaged: {_first_line(exc)}",
+                fix=f"run: flagtree-feedstock channel index {folder}"
+                if package_files(folder)
+                else _build_into(folder),
+            ) from None
+
+
+def _unsolvable(
+    exc: Exception, channel_dir: Path, specs: Sequence[str], names: set[str], platform: PlatformName
+) -> ChannelError:
+    """A failed solve; when the folder holds the asked-for packages only for another platform, say which."""
+    held: dict[str, set[str]] = {}
+    for package in package_files(channel_dir):
+        held.setdefault(package.parent.name, set()).add(package.name.rsplit("-", 2)[0])
+    here = held.get(platform, set()) | held.get("noarch", set())
+    elsewhere = sorted(
+        subdir for subdir, found in held.items() if found & names and subdir not in (platform, "noarch")
+    )
+    if elsewhere and not names & here:
+        return ChannelError(
+            f"{channel_dir} holds {', '.join(sorted(names))} for {', '.join(elsewhere)}, not for {platform}",
+            fix=f"pass --target-platform {elsewhere[0]}",
+        )
+    return ChannelError(
+        f"cannot solve {' '.join(specs)} from {channel_dir} for {platform}: {_first_line(exc)}",
+        fix="check the package name and that its dependencies are in the channel or in --channel",
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,35 +274,29 @@ def smoke_install(
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
     if not (channel_dir / "noarch" / "repodata.json").is_file():
-        raise ChannelError(
-            f"{channel_dir} is not an indexed channel",
-            fix=f"run: flagtree-feedstock channel index {channel_dir}",
-        )
+        raise _not_indexed(channel_dir)
+    check_local_channels(extra_channels)
+    for folder in [channel_dir, *(_folder(c) for c in extra_channels if c.startswith("file://"))]:
+        _check_readable_index(folder, platform)
+    names = _spec_names(rattler, errors, specs)
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
-    channels = [
-        rattler.Channel(channel_dir.resolve().as_uri()),
-        *(rattler.Channel(c) for c in extra_channels),
-    ]
+    local = rattler.Channel(channel_dir.resolve().as_uri())
+    extra = [rattler.Channel(c) for c in extra_channels]
     virtual = [
         rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString(b))
         for n, v, b in _TARGET_VIRTUAL_PACKAGES[platform]
     ]
     try:
         records = asyncio.run(
-            rattler.solve(channels, list(specs), platforms=[platform, "noarch"], virtual_packages=virtual)
+            rattler.solve(
+                [local, *extra], list(specs), platforms=[platform, "noarch"], virtual_packages=virtual
+            )
         )
-    except (
-        errors.SolverError,
-        errors.GatewayError,
-        errors.InvalidMatchSpecError,
-        errors.FetchRepoDataError,
-    ) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ChannelError(
-            f"cannot solve {' '.join(specs)} from {channel_dir}: {first}",
-            fix="check the package name and that its dependencies are in the channel or in --channel",
-        ) from None
+    except (errors.GatewayError, errors.FetchRepoDataError) as exc:
+        raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
+    except errors.SolverError as exc:
+        raise _unsolvable(exc, channel_dir, specs, names, platform) from None
     try:
         asyncio.run(
             rattler.install(

@@ -17,8 +17,8 @@ from rich.table import Table
 
 from . import __version__
 from ._progress import ConsoleHandler, EngineEvents, new_progress
-from .build import plan_builds
-from .channel import package_files
+from .build import plan_builds, select_outputs
+from .channel import check_local_channels, package_files
 from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
@@ -38,7 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug-traceback", action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    build = sub.add_parser("build", help="render and build the recipe into a local channel (the main job)")
+    build = sub.add_parser(
+        "build",
+        help="render and build the recipe into a local channel (the main job)",
+        epilog="Each value option may also come from FLAGTREE_FEEDSTOCK_<OPTION> (FLAGTREE_FEEDSTOCK_PYTHON, "
+        "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas); the command line wins.",
+    )
     build.add_argument("--recipe-dir", help="folder with recipe.yaml and meta.yaml [recipe]")
     build.add_argument("--variant-config", help="variant file [conda_build_config.yaml]")
     build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
@@ -49,20 +54,28 @@ def _parser() -> argparse.ArgumentParser:
         "--channel",
         dest="channels",
         action="append",
+        metavar="CHANNEL",
         help="channel for dependencies (repeatable) [conda-forge]",
     )
     build.add_argument(
-        "--python", dest="pythons", action="append", help="build only this python variant (repeatable)"
+        "--python",
+        dest="pythons",
+        action="append",
+        metavar="VERSION",
+        help="build only this python variant, e.g. 3.12 (repeatable)",
     )
     build.add_argument(
         "--output",
         dest="outputs",
         action="append",
+        metavar="NAME",
         help="build only this output (repeatable); its pins must be in the channels",
     )
     build.add_argument("--tool", help=f"one of {', '.join(sorted(TOOLS))} [rattler-build]")
     build.add_argument(
-        "--render-only", action="store_true", help="print every rendered variant, build nothing (offline)"
+        "--render-only",
+        action="store_true",
+        help="print the packages the other options select and their pins, build nothing (offline)",
     )
     build.add_argument("--json", action="store_true", help="with --render-only: print JSON")
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
@@ -71,24 +84,38 @@ def _parser() -> argparse.ArgumentParser:
     channel = sub.add_parser("channel", help="index a channel folder or smoke-install from it")
     channel_sub = channel.add_subparsers(dest="channel_command", required=True)
     index = channel_sub.add_parser("index", help="write repodata.json for every subdir")
-    index.add_argument("channel_dir", type=Path)
+    index.add_argument(
+        "channel_dir", type=Path, metavar="DIR", help="the channel folder (a build's --output-dir)"
+    )
     install = channel_sub.add_parser(
         "install", help="solve and install packages from the channel into a scratch prefix"
     )
-    install.add_argument("channel_dir", type=Path)
-    install.add_argument("specs", nargs="+", help="match specs, e.g. flagtree-cpu")
+    install.add_argument("channel_dir", type=Path, metavar="DIR", help="the indexed channel folder")
+    install.add_argument("specs", nargs="+", metavar="SPEC", help="match specs, e.g. flagtree-cpu")
     install.add_argument(
         "--prefix", type=Path, help="install here and keep it (default: a temporary prefix, removed)"
     )
-    install.add_argument("--target-platform", default=DEFAULT_TARGET)
     install.add_argument(
-        "-c", "--channel", dest="channels", action="append", default=[], help="extra channel (repeatable)"
+        "--target-platform",
+        default=DEFAULT_TARGET,
+        help=f"the platform to solve for: one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]",
+    )
+    install.add_argument(
+        "-c",
+        "--channel",
+        dest="channels",
+        action="append",
+        default=[],
+        metavar="CHANNEL",
+        help="extra channel (repeatable)",
     )
 
     upload = sub.add_parser(
         "upload", help="upload every package of a channel folder to prefix.dev or anaconda.org"
     )
-    upload.add_argument("channel_dir", type=Path)
+    upload.add_argument(
+        "channel_dir", type=Path, metavar="DIR", help="the channel folder whose packages to upload"
+    )
     upload.add_argument(
         "--to", required=True, help="prefix (token: $PREFIX_API_KEY) or anaconda ($ANACONDA_API_KEY)"
     )
@@ -97,7 +124,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
     upload.add_argument(
-        "--label", dest="labels", action="append", help="anaconda.org label (repeatable) [main]"
+        "--label",
+        dest="labels",
+        action="append",
+        metavar="LABEL",
+        help="anaconda.org label (repeatable) [main]",
     )
     # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
     sub.add_parser(
@@ -155,7 +186,11 @@ def _configure_logging(err: Console) -> None:
 def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
     from .render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
 
+    # Every option, and the --python/--output choices against the rendered matrix, is checked before the
+    # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
     options = from_cli(vars(args), env)
+    _check_build_flags(args, options)
+    check_local_channels(options.channels)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
     outputs = render(
         options.recipe_dir / "recipe.yaml",
@@ -163,15 +198,16 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         target=options.target_platform,
         build=options.build_platform,
     )
+    selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
-        _print_rendered(outputs, out, as_json=args.json)
+        _print_rendered(selected, out, as_json=args.json, rendered=len(outputs))
         return 0
     build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
     if options.tool == "rattler-build":
         cross = build_platform != options.target_platform
         published = _build_rattler(
             options,
-            outputs,
+            selected,
             err,
             build_platform=build_platform,
             emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
@@ -180,11 +216,6 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         from .conda_build import CondaBuildRequest  # noqa: PLC0415
         from .conda_build import build as conda_build  # noqa: PLC0415
 
-        del build_platform
-        if options.outputs:
-            raise ConfigurationError(
-                f"--output works only with --tool rattler-build, not {options.tool}", fix="drop --output"
-            )
         published = conda_build(
             CondaBuildRequest(
                 tool=options.tool,
@@ -199,6 +230,18 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         )
     out.print(install_hint(options.output_dir, published))
     return 0
+
+
+def _check_build_flags(args: argparse.Namespace, options: BuildOptions) -> None:
+    """The combinations of ``build`` options that cannot work, each one line naming the option to drop."""
+    if args.json and not args.render_only:
+        raise ConfigurationError(
+            "--json works only with --render-only", fix="add --render-only or drop --json"
+        )
+    if options.outputs and options.tool != "rattler-build":
+        raise ConfigurationError(
+            f"--output works only with --tool rattler-build, not {options.tool}", fix="drop --output"
+        )
 
 
 def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
@@ -225,7 +268,7 @@ def _build_rattler(
 ) -> list[Path]:
     from .build import BuildSettings, BuildStep, ForeignTarget, run_plan  # noqa: PLC0415
 
-    plan = plan_builds(outputs, pythons=options.pythons, names=options.outputs)
+    plan = plan_builds(outputs)
     foreign = None
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
@@ -253,7 +296,11 @@ def _build_rattler(
     return published
 
 
-def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: bool) -> None:
+def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: bool, rendered: int) -> None:
+    """``--json``: every selected output (a contract, RENDER_SCHEMA_VERSION); else one row per package.
+
+    ``rendered`` is how many outputs the whole matrix rendered, before --python/--output selected ``outputs``.
+    """
     if as_json:
         document = {
             "version": RENDER_SCHEMA_VERSION,
@@ -271,29 +318,35 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
         }
         out.print_json(json.dumps(document))
         return
-    table = Table(title="rendered variants (pins shortened to 12 characters; --json shows them whole)")
-    for column in (
-        "output",
-        "version",
-        "build string",
-        "python",
-        *(k.removesuffix("_commit") for k in PIN_KEYS),
-    ):
-        table.add_column(column, no_wrap=True)
-    for o in outputs:
-        pins = (o.pins[k][:12] if k in o.pins else "-" for k in PIN_KEYS)
-        table.add_row(o.name, o.version, o.build_string, o.python or "-", *pins)
-    out.print(table)
     plan = plan_builds(outputs)
-    shared = [
-        f"{s.output.name} {s.output.build_string} (shared by {s.variants} variants)"
-        for s in plan
-        if s.variants > 1
-    ]
-    out.print(
-        f"{len(outputs)} rendered outputs -> {len(plan)} packages to build"
-        + (f"; {', '.join(shared)}" if shared else "")
-    )
+    # Fits 80 columns (a pipe or a small terminal): names never wrap or shorten; the rest folds if it must.
+    packages = Table(title="packages to build")
+    packages.add_column("package", no_wrap=True, min_width=max(len(s.output.name) for s in plan))
+    packages.add_column("version", overflow="fold")
+    packages.add_column("build string", overflow="fold")
+    packages.add_column("python", overflow="fold")
+    packages.add_column("variants", justify="right")
+    for step in plan:
+        o = step.output
+        packages.add_row(o.name, o.version, o.build_string, o.python or "-", str(step.variants))
+    out.print(packages)
+    pins = Table(title="source pins (12 characters; --json shows them whole)")
+    pins.add_column("pin", no_wrap=True)
+    pins.add_column("commit", no_wrap=True)
+    pins.add_column("packages")
+    for key in PIN_KEYS:
+        users: dict[str, set[str]] = {}
+        for step in plan:
+            if key in step.output.pins:
+                users.setdefault(step.output.pins[key], set()).add(step.output.name)
+        for value, names in users.items():
+            pins.add_row(key, value[:12], ", ".join(sorted(names)))
+    if pins.row_count:
+        out.print(pins)
+    counted = f"{len(outputs)} rendered outputs"
+    if rendered != len(outputs):
+        counted = f"{rendered} rendered outputs, {len(outputs)} selected by --python/--output"
+    out.print(f"{counted} -> {len(plan)} packages to build")
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:

@@ -14,7 +14,7 @@ from .platforms import DEFAULT_TARGET, PlatformName, parse_platform
 Tool = Literal["rattler-build", "conda-build", "boa"]
 TOOLS: frozenset[str] = frozenset(get_args(Tool))
 
-# FLAGTREE_FEEDSTOCK_<NAME> environment variables may set these; the command line wins over them.
+# FLAGTREE_FEEDSTOCK_<NAME> environment variables may set these (see ENV_OPTIONS); the command line wins.
 ENV_PREFIX = "FLAGTREE_FEEDSTOCK_"
 
 
@@ -52,23 +52,40 @@ def _parse_tool(value: str) -> Tool:
     return value  # type: ignore[return-value]
 
 
-# The options an environment variable may set (FLAGTREE_FEEDSTOCK_OUTPUT_DIR=...), and the other variables
-# the toolkit reads. Any other FLAGTREE_FEEDSTOCK_* variable is a typo, reported with the nearest name.
-ENV_OPTIONS = (
-    "recipe_dir", "variant_config", "target_platform", "build_platform", "output_dir",
-    "channels", "pythons", "outputs", "tool",
-)  # fmt: skip
+# The options an environment variable may set, FLAGTREE_FEEDSTOCK_<name> named for the option users type
+# (--python -> FLAGTREE_FEEDSTOCK_PYTHON), and the other variables the toolkit reads. Any other
+# FLAGTREE_FEEDSTOCK_* variable is a typo, reported with the nearest name.
+ENV_OPTIONS: Mapping[str, str] = {
+    "recipe_dir": "RECIPE_DIR",
+    "variant_config": "VARIANT_CONFIG",
+    "target_platform": "TARGET_PLATFORM",
+    "build_platform": "BUILD_PLATFORM",
+    "output_dir": "OUTPUT_DIR",
+    "channels": "CHANNEL",
+    "pythons": "PYTHON",
+    "outputs": "OUTPUT",
+    "tool": "TOOL",
+}
+# The plural names these had before they followed the options; still read, never suggested.
+ENV_OLD_NAMES: Mapping[str, str] = {"channels": "CHANNELS", "pythons": "PYTHONS", "outputs": "OUTPUTS"}
 ENV_OTHER = ("DEBUG",)
 
 
 def check_environment(env: Mapping[str, str]) -> None:
     """Reject a ``FLAGTREE_FEEDSTOCK_*`` variable the toolkit does not read, naming the one meant."""
-    known = [ENV_PREFIX + name.upper() for name in (*ENV_OPTIONS, *ENV_OTHER)]
+    suggested = [ENV_PREFIX + name for name in (*ENV_OPTIONS.values(), *ENV_OTHER)]
+    known = {*suggested, *(ENV_PREFIX + name for name in ENV_OLD_NAMES.values())}
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+            close = difflib.get_close_matches(name, suggested, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(suggested)}"
             raise ConfigurationError(f"unknown environment variable {name}", fix=hint)
+    for option, old in ENV_OLD_NAMES.items():
+        new = ENV_PREFIX + ENV_OPTIONS[option]
+        if new in env and ENV_PREFIX + old in env:
+            raise ConfigurationError(
+                f"both {new} and its old name {ENV_PREFIX + old} are set", fix=f"unset {ENV_PREFIX + old}"
+            )
 
 
 def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptions:
@@ -80,7 +97,8 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         given = values.get(name)
         if given not in (None, (), []):
             return given
-        return env.get(ENV_PREFIX + name.upper())
+        old = ENV_OLD_NAMES.get(name)
+        return env.get(ENV_PREFIX + ENV_OPTIONS[name], env.get(ENV_PREFIX + old) if old else None)
 
     default = BuildOptions()
     target = pick("target_platform")

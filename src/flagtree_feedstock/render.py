@@ -11,7 +11,7 @@ from ._engine import require
 from .errors import ConfigurationError, NothingToDoError
 from .platforms import PlatformName
 
-# The variant keys that pin an upstream source; `--render-only` shows each next to every output.
+# The variant keys that pin an upstream source; `--render-only` shows each with the packages that use it.
 PIN_KEYS: tuple[str, ...] = ("llvm_commit", "flagtree_commit", "flagtree_cpu_commit", "sleef_commit")
 
 
@@ -63,7 +63,9 @@ def render(
     """Render every output of every variant of ``recipe`` for ``target``; no network is used."""
     rb = require("rattler_build", "py-rattler-build")
     if not recipe.is_file():
-        raise ConfigurationError(f"recipe {recipe} does not exist", fix="pass --recipe PATH to a recipe.yaml")
+        raise ConfigurationError(
+            f"recipe {recipe} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
+        )
     variants = _variant_config(variant_file, target, build)
     try:
         stage0 = rb.Stage0Recipe.from_file(recipe)

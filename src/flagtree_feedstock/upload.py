@@ -8,6 +8,7 @@ turns failures into one-line errors that never contain the token.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ def find_packages(channel_dir: Path) -> list[Path]:
     if not channel_dir.is_dir():
         raise ConfigurationError(
             f"channel folder {channel_dir} does not exist",
-            fix="pass the --output-dir of `flagtree-feedstock build` (or the merged CI artifacts)",
+            fix="pass the folder a build wrote (`flagtree-feedstock build --output-dir DIR`), or the merged CI artifacts",
         )
     return package_files(channel_dir)
 
@@ -85,27 +86,59 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
         )
     upload = require("rattler_build.upload", "py-rattler-build")
     rb = require("rattler_build", "py-rattler-build")
-    files = [str(p) for p in packages]
     LOGGER.info(
         "uploading %d package(s) to %s channel %s at %s",
-        len(files),
+        len(packages),
         request.server,
         request.channel,
         request.effective_url,
     )
-    try:
-        if request.server == "prefix":
-            upload.upload_package_to_prefix(files, request.effective_url, request.channel, api_key=token)
-        else:
-            upload.upload_package_to_anaconda(
-                files, request.channel, channel=list(request.labels), api_key=token, url=request.url
-            )
-    except rb.RattlerBuildError as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        reason = reason.replace(token, "***")
-        raise ChannelError(
-            f"uploading {len(files)} package(s) to {request.server} channel {request.channel} "
-            f"at {request.effective_url} failed: {reason}",
-            fix=f"check {variable} (its scopes), the channel name and --url",
-        ) from None
-    return packages
+    # One package per call: after a failure the error says which packages are on the server, and the one
+    # that failed (perhaps half-uploaded: staged but not committed) is never reported as uploaded.
+    done: list[Path] = []
+    for package in packages:
+        try:
+            if request.server == "prefix":
+                upload.upload_package_to_prefix(
+                    [str(package)], request.effective_url, request.channel, api_key=token
+                )
+            else:
+                upload.upload_package_to_anaconda(
+                    [str(package)],
+                    request.channel,
+                    channel=list(request.labels),
+                    api_key=token,
+                    url=request.url,
+                )
+        except rb.RattlerBuildError as exc:
+            raise _upload_error(
+                request, variable, token, package, done, total=len(packages), exc=exc
+            ) from None
+        done.append(package)
+    return done
+
+
+def _upload_error(
+    request: UploadRequest,
+    variable: str,
+    token: str,
+    package: Path,
+    done: list[Path],
+    *,
+    total: int,
+    exc: Exception,
+) -> ChannelError:
+    """One line: the package that failed, the server's answer (never the token), what is already uploaded."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = reason.replace(token, "***")
+    before = f"{len(done)} uploaded before it: {', '.join(p.name for p in done)}" if done else "none uploaded"
+    status = re.search(r"(?:HTTP |\()([45]\d\d)\b", reason)
+    if status and status.group(1).startswith("5"):
+        fix = "the server failed: retry later, or check --url"
+    else:
+        fix = f"check {variable} (its scopes), the channel name and --url"
+    return ChannelError(
+        f"uploading {package.name} ({len(done) + 1} of {total}) to {request.server} channel {request.channel} "
+        f"at {request.effective_url} failed: {reason}; {before}",
+        fix=fix,
+    )
