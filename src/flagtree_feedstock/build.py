@@ -8,6 +8,7 @@ channel folder and moves finished packages in only when every step succeeded.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from .platforms import PlatformName
 from .render import RenderedOutput
 
 LOGGER = logging.getLogger(__name__)
+# Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
+_ERROR_LINE = re.compile(r"\berror:|\bcannot find\b|CMake Error|undefined reference|Traceback \(most recent")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,12 +219,21 @@ def _build_foreign(
         raise classify_build_error(step, str(exc), channels) from None
 
 
-def _log_script_tail(staging: Path, lines: int = 40) -> None:
-    """Log the end of the newest build script log under ``staging`` (the engine keeps a failed work dir)."""
+def _log_script_tail(staging: Path, lines: int = 40, errors: int = 5) -> None:
+    """Log the end of the newest build script log under ``staging`` (the engine keeps a failed work dir).
+
+    The first error lines before that end are logged too: a compiler's or linker's message is often
+    followed by more than ``lines`` lines of pip's or CMake's own report.
+    """
     logs = sorted(staging.glob("bld/*/work/conda_build.log"), key=lambda p: p.stat().st_mtime)
-    if logs:
-        tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
-        LOGGER.error("the end of %s:\n%s", logs[-1], "\n".join(tail))
+    if not logs:
+        return
+    text = logs[-1].read_text(errors="replace").splitlines()
+    head, tail = text[:-lines], text[-lines:]
+    first = [line.strip() for line in head if _ERROR_LINE.search(line)][:errors]
+    if first:
+        LOGGER.error("the first errors in %s:\n%s", logs[-1], "\n".join(first))
+    LOGGER.error("the end of %s:\n%s", logs[-1], "\n".join(tail))
 
 
 def classify_build_error(
