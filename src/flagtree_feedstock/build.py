@@ -249,6 +249,12 @@ def classify_build_error(
             f"a source of {name} could not be fetched ({reason}): {urls}",
             fix="build where these URLs are reachable, or check the url and sha256 in the recipe",
         )
+    if reason.startswith("Patch application error"):
+        patch = _failed_patch(step.output, text)
+        return BuildFailedError(
+            f"a patch of {name} does not apply ({patch or 'which one: see the hunk above'}): {reason}",
+            fix="refresh the patch against the pinned upstream commit (patches/README.md says how)",
+        )
     if "resolve dependencies" in reason.lower() or "solve" in reason.lower():
         return DependencyError(
             f"the build/host requirements of {name} could not be solved from {', '.join(channels[1:]) or 'no channel'}",
@@ -258,6 +264,21 @@ def classify_build_error(
         f"building {name} failed: {reason}",
         fix="read the build log above; rerun with --keep-build to keep its work folder",
     )
+
+
+def _failed_patch(output: RenderedOutput, text: str) -> str | None:
+    """The recipe's patch file that holds the hunk the engine could not apply (its message shows the hunk)."""
+    _, _, hunk = text.partition("Hunk content:")
+    hunk = hunk.strip("\n")
+    if not hunk:
+        return None
+    recipe_dir = Path(str(output.engine_variant.recipe_path)).parent
+    for source in output.engine_variant.recipe.sources:
+        for patch in source.to_dict().get("patches") or ():
+            path = recipe_dir / str(patch)
+            if path.is_file() and hunk in path.read_text(errors="replace"):
+                return str(patch)
+    return None
 
 
 def _source_urls(output: RenderedOutput) -> list[str]:
