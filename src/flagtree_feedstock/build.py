@@ -269,14 +269,16 @@ def classify_build_error(
 def _failed_patch(output: RenderedOutput, text: str) -> str | None:
     """The recipe's patch file that holds the hunk the engine could not apply (its message shows the hunk)."""
     _, _, hunk = text.partition("Hunk content:")
-    hunk = hunk.strip("\n")
-    if not hunk:
+    # The hunk's lines as the engine prints them (its header spaced differently): each must be in the patch.
+    body = [line for line in hunk.splitlines()[2:] if line.strip()]
+    if not body:
         return None
     recipe_dir = Path(str(output.engine_variant.recipe_path)).parent
     for source in output.engine_variant.recipe.sources:
         for patch in source.to_dict().get("patches") or ():
             path = recipe_dir / str(patch)
-            if path.is_file() and hunk in path.read_text(errors="replace"):
+            lines = set(path.read_text(errors="replace").splitlines()) if path.is_file() else set()
+            if all(line in lines for line in body):
                 return str(patch)
     return None
 
