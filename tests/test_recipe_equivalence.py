@@ -1,4 +1,5 @@
-"""recipe.yaml and meta.yaml describe the same packages: sources, pins, patches, requirements, tests, licences.
+"""recipe.yaml and meta.yaml describe the same packages: sources, pins, patches, requirements, tests and their
+environments, licences.
 
 recipe.yaml is rendered by py-rattler-build, meta.yaml by jinja2 + selectors (tests/_recipe_support.py);
 each side is reduced to plain values and the two are compared for linux-aarch64, every python variant.
@@ -135,6 +136,28 @@ def test_same_build_settings(name):
 def test_same_tests(name):
     v1 = _v1_tests(_v1_outputs(PYTHONS[0])[name])
     meta = _meta_tests(meta_outputs()[name])
+    assert v1 == meta
+
+
+def _v1_test_environment(output: dict[str, Any]) -> list[str]:
+    """What rattler-build adds to the python test's environment besides the package: python, pip for pip check."""
+    specs: list[str] = []
+    for test in output.get("tests", []):
+        if "python" in test:
+            version = test["python"].get("python_version")
+            specs += [f"python {version}"] if version else []
+            specs += ["pip"] if test["python"].get("pip_check", True) else []
+        if "script" in test:
+            specs += as_list(test.get("requirements", {}).get("run"))
+    return sorted(specs)
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+@pytest.mark.parametrize("python", PYTHONS)
+def test_same_test_environments(name, python):
+    """meta.yaml's test.requires against recipe.yaml's python_version, pip_check and script requirements."""
+    v1 = _v1_test_environment(_v1_outputs(python)[name])
+    meta = sorted(as_list((meta_outputs(python=python)[name].get("test") or {}).get("requires")))
     assert v1 == meta
 
 
