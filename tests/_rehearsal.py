@@ -32,7 +32,9 @@ def copy_recipe(destination: Path) -> Path:
     for name in COPIED:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            shutil.copytree(
+                source, destination / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
         elif source.exists():
             shutil.copy2(source, destination / name)
     return destination

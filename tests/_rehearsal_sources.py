@@ -123,13 +123,21 @@ def preimages(patches: list[Path]) -> dict[str, dict[int, str]]:
                 if not lines[index].startswith("\\"):
                     body.append(lines[index])
                 index += 1
-            _replay(path, old_start - 1 if old_len else old_start, body, originals, currents, tails)
+            _replay(
+                path,
+                old_start - 1 if old_len else old_start,
+                body=body,
+                originals=originals,
+                currents=currents,
+                tails=tails,
+            )
     return originals
 
 
 def _replay(
     path: str,
     position: int,
+    *,
     body: list[str],
     originals: dict[str, dict[int, str]],
     currents: dict[str, list[int | str]],
@@ -193,7 +201,9 @@ def synthesize_flagtree(tree: Path) -> None:
     _write(tree / "LICENSE", f"FlagTree's LICENSE: {notice}\n")
     _write(tree / "python/triton/__init__.py", f'"""triton: {notice}."""\n')
     _write(tree / "python/triton/_C/include/README", f"{notice}\n")
-    _write(tree / "python/scripts/link_flagtree_cpu.sh", (STANDINS / "link_flagtree_cpu.sh").read_text(), 0o755)
+    _write(
+        tree / "python/scripts/link_flagtree_cpu.sh", (STANDINS / "link_flagtree_cpu.sh").read_text(), 0o755
+    )
 
 
 def flagtree_cpu_tree(tree: Path) -> None:
@@ -216,8 +226,12 @@ def llvm_archive(archive: Path, commit: str, scratch: Path) -> str:
     """GitHub's archive layout (``llvm-project-<commit>/``) with what the recipe reads; returns its sha256."""
     top = scratch / f"llvm-project-{commit}"
     _write(top / "llvm/CMakeLists.txt", "# LLVM rehearsal stand-in\nproject(LLVM C CXX)\n")
-    _write(top / "llvm/LICENSE.TXT", "LLVM's LICENSE.TXT (Apache-2.0 WITH LLVM-exception): rehearsal stand-in\n")
-    _write(top / "mlir/LICENSE.TXT", "MLIR's LICENSE.TXT (Apache-2.0 WITH LLVM-exception): rehearsal stand-in\n")
+    _write(
+        top / "llvm/LICENSE.TXT", "LLVM's LICENSE.TXT (Apache-2.0 WITH LLVM-exception): rehearsal stand-in\n"
+    )
+    _write(
+        top / "mlir/LICENSE.TXT", "MLIR's LICENSE.TXT (Apache-2.0 WITH LLVM-exception): rehearsal stand-in\n"
+    )
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(top, arcname=top.name)
@@ -237,10 +251,14 @@ def make_sources(root: Path, *, llvm_commit: str, flagtree_src: Path | None) -> 
     variants = {
         "github_url": root.as_uri(),
         "flagtree_commit": commit_tree(root / "flagos-ai" / "FlagTree.git", flagtree_tree),
-        "flagtree_cpu_commit": commit_tree(root / "kevinzs2048" / "flagtree-cpu.git", scratch / "flagtree-cpu"),
+        "flagtree_cpu_commit": commit_tree(
+            root / "kevinzs2048" / "flagtree-cpu.git", scratch / "flagtree-cpu"
+        ),
         "sleef_commit": commit_tree(root / "shibatch" / "sleef.git", scratch / "sleef"),
         "llvm_sha256": llvm_archive(
-            root / "llvm" / "llvm-project" / "archive" / f"{llvm_commit}.tar.gz", llvm_commit, scratch / "llvm"
+            root / "llvm" / "llvm-project" / "archive" / f"{llvm_commit}.tar.gz",
+            llvm_commit,
+            scratch / "llvm",
         ),
     }
     shutil.rmtree(scratch)

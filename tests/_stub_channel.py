@@ -73,7 +73,9 @@ def _compile(output: Path, *args: str, cc: str) -> Path:
 
 
 def _stubs(work: Path, cc: str) -> list[Stub]:
-    binutils = {tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")}
+    binutils = {
+        tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")
+    }
     missing_tools = sorted(tool for tool, path in binutils.items() if path is None)
     assert not missing_tools, f"binutils-aarch64-linux-gnu lacks {missing_tools}"
     wrapper = (STANDINS / "compiler-wrapper.sh").read_text().replace("@REAL_CC@", cc)
@@ -85,17 +87,26 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
     stdcxxfs = objects / "libstdc++fs.a"
     subprocess.run([str(binutils["ar"]), "rcs", str(stdcxxfs), str(standin_o)], check=True)
     libz = _compile(
-        objects / "libz.so.1.3.1", "-shared", "-fPIC", "-Wl,-soname,libz.so.1", str(STANDINS / "libz.c"), cc=cc
+        objects / "libz.so.1.3.1",
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libz.so.1",
+        str(STANDINS / "libz.c"),
+        cc=cc,
     )
-    interpreter = Path(sys._base_executable).resolve()  # noqa: SLF001 - this machine's interpreter, not the venv
+    interpreter = Path(sys._base_executable).resolve()
     pyvenv = work / "pyvenv.cfg"
-    pyvenv.write_text(f"home = {interpreter.parent}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n")
+    pyvenv.write_text(
+        f"home = {interpreter.parent}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n"
+    )
     readme = work / "README"
     readme.write_text("A stub package of the flagtree-feedstock rehearsal tests (tests/_stub_channel.py).\n")
     cmake_py = work / "cmake"
     cmake_py.write_text(f"#!{interpreter}\n" + (STANDINS / "cmake_standin.py").read_text())
     ninja = work / "ninja"
-    ninja.write_text("#!/bin/sh\n# Stand-in ninja of the rehearsal's stub channel: the stand-in cmake never calls it.\necho 1.12.1\n")
+    ninja.write_text(
+        "#!/bin/sh\n# Stand-in ninja of the rehearsal's stub channel: the stand-in cmake never calls it.\necho 1.12.1\n"
+    )
     compiler_lib = f"{TRIPLE}/lib"
     sysroot = f"{TRIPLE}/sysroot/README"
     glibc = "__glibc >=2.17,<3.0.a0"
@@ -159,7 +170,10 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
         ),
         Stub(name="python_abi", version=PY, build=f"8_{PY_TAG}"),
         Stub(name="pytorch", version="2.12.0", build=f"cpu_generic_py{PY_TAG[2:]}_0", depends=[python_abi]),
-        *(Stub(name=name, version=GCC, files={"share/README": readme}) for name in ("libgcc", "libstdcxx", "libgomp")),
+        *(
+            Stub(name=name, version=GCC, files={"share/README": readme})
+            for name in ("libgcc", "libstdcxx", "libgomp")
+        ),
         # conda-forge's gxx is the compiler itself (gxx_impl), without the build-time activation.
         Stub(name="gxx", version=GCC),
         Stub(name="binutils", version="2.45"),
@@ -220,7 +234,9 @@ def _recipe(stubs: list[Stub], staged: Path) -> dict[str, object]:
                     "dynamic_linking": {"binary_relocation": False},
                 },
                 "requirements": requirements,
-                "about": {"summary": f"Stub of conda-forge's {stub.name} for the flagtree-feedstock rehearsal tests"},
+                "about": {
+                    "summary": f"Stub of conda-forge's {stub.name} for the flagtree-feedstock rehearsal tests"
+                },
             }
         )
     return {"schema_version": 1, "recipe": {"name": "rehearsal-stubs", "version": "1"}, "outputs": outputs}

@@ -51,7 +51,9 @@ def test_every_meta_source_comes_from_github_url(monkeypatch) -> None:
 
 
 def test_a_mirror_changes_no_build_string(tmp_path: Path) -> None:
-    default = {(o.name, o.python): o.build_string for o in render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)}
+    default = {
+        (o.name, o.python): o.build_string for o in render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)
+    }
     mirrored = render(RECIPE_V1, _variants_with_mirror(tmp_path), target=TARGET, build=TARGET)
     assert {(o.name, o.python): o.build_string for o in mirrored} == default
     assert {name for name, _python in default} == set(OUTPUTS)

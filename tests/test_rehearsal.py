@@ -109,13 +109,19 @@ def test_every_output_is_built_for_its_platform(rehearsal: Rehearsal) -> None:
     assert subdirs == {"flagtree-llvm": TARGET, "flagtree-doctor": "noarch", "flagtree-cpu": TARGET}
 
 
-def test_flagtree_cpu_holds_aarch64_libraries_linked_against_zlib(rehearsal: Rehearsal, tmp_path: Path) -> None:
+def test_flagtree_cpu_holds_aarch64_libraries_linked_against_zlib(
+    rehearsal: Rehearsal, tmp_path: Path
+) -> None:
     readelf = require_executable("readelf", "binutils")
     extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
     libtriton = tmp_path / SITE / "triton" / "_C" / "libtriton.so"
-    header = subprocess.run([readelf, "-h", str(libtriton)], capture_output=True, text=True, check=True).stdout
+    header = subprocess.run(
+        [readelf, "-h", str(libtriton)], capture_output=True, text=True, check=True
+    ).stdout
     assert "AArch64" in header
-    dynamic = subprocess.run([readelf, "-d", str(libtriton)], capture_output=True, text=True, check=True).stdout
+    dynamic = subprocess.run(
+        [readelf, "-d", str(libtriton)], capture_output=True, text=True, check=True
+    ).stdout
     assert "[libz.so.1]" in dynamic
 
 
@@ -169,7 +175,11 @@ def _check_activation(prefix: Path) -> None:
     for preset in ({}, {"FLAGTREE_BACKEND": "nvidia", "TRITON_SYS_PATH": "/opt/old", "CC": "cc"}):
         env = {"PATH": os.environ["PATH"], "HOME": str(prefix), **preset}
         done = subprocess.run(
-            [bash, "-c", ACTIVATION_CHECK, "check", str(prefix)], env=env, capture_output=True, text=True
+            [bash, "-c", ACTIVATION_CHECK, "check", str(prefix)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert done.returncode == 0, f"activation with {preset or 'nothing set'}: {done.stderr.strip()}"
         assert done.stdout.splitlines() == ["FLAGTREE_BACKEND=cpu", f"TRITON_SYS_PATH={prefix}"]
@@ -182,7 +192,9 @@ def test_flagtree_plain_libraries_match_upstream(tmp_path: Path) -> None:
         pytest.skip("FLAGTREE_SRC is not set (a checkout of FlagTree at flagtree_commit)")
     import importlib.util  # noqa: PLC0415
 
-    spec = importlib.util.spec_from_file_location("cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py")
+    spec = importlib.util.spec_from_file_location(
+        "cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -213,7 +225,14 @@ def _mutated_build(
     index_channel(channel)
     try:
         with caplog.at_level(logging.ERROR, logger="flagtree_feedstock"):
-            build(root, rehearsal.variant_file, channel, rehearsal.stub_channel, names=["flagtree-cpu"], test=False)
+            build(
+                root,
+                rehearsal.variant_file,
+                channel,
+                rehearsal.stub_channel,
+                names=["flagtree-cpu"],
+                test=False,
+            )
     except FeedstockError as exc:
         return channel, f"{exc}\n{caplog.text}"
     return channel, ""
@@ -253,32 +272,33 @@ def test_mutation_zlib_removed_from_host(rehearsal, tmp_path, caplog):
 
 
 @pytest.mark.parametrize(
-    ("script", "old", "new", "expected"),
+    ("mutation", "expected"),
     [
         pytest.param(
-            "activate.sh",
-            '[ -n "${FLAGTREE_BACKEND+x}" ]',
-            '[ -n "${FLAGTREE_BACKEND}" ]',
+            ("activate.sh", '[ -n "${FLAGTREE_BACKEND+x}" ]', '[ -n "${FLAGTREE_BACKEND}" ]'),
             "FLAGTREE_BACKEND: unbound variable",
             id="unbound-under-set-u",
         ),
         pytest.param(
-            "deactivate.sh",
-            "    else\n        unset TRITON_SYS_PATH\n",
-            "",
+            ("deactivate.sh", "    else\n        unset TRITON_SYS_PATH\n", ""),
             "deactivate did not restore the environment",
             id="not-restored",
         ),
     ],
 )
-def test_mutation_an_activation_script(rehearsal, tmp_path, caplog, script, old, new, expected):
+def test_mutation_an_activation_script(rehearsal, tmp_path, caplog, mutation, expected):
+    script, old, new = mutation
     channel, failure = _mutated_build(
         rehearsal, tmp_path, caplog, lambda root: _replace(root / "recipe" / script, old, new)
     )
     assert not failure, failure
     prefix = tmp_path / "env"
     smoke_install(
-        channel, ["flagtree-cpu"], prefix=prefix, platform=TARGET, extra_channels=[rehearsal.stub_channel.as_uri()]
+        channel,
+        ["flagtree-cpu"],
+        prefix=prefix,
+        platform=TARGET,
+        extra_channels=[rehearsal.stub_channel.as_uri()],
     )
     with pytest.raises(AssertionError, match=expected):
         _check_activation(prefix)

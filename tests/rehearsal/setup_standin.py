@@ -55,5 +55,3 @@ def main() -> None:
         cmdclass={"build_ext": CMakeBuild},
         zip_safe=False,
     )
-
-
