@@ -63,6 +63,24 @@ def write_variants(root: Path, sources: Sources, destination: Path) -> Path:
     return destination
 
 
+def requirement_names(root: Path, variant_file: Path) -> set[str]:
+    """Every package name the rendered recipe's build, host, run and test environments ask for by name."""
+    names: set[str] = set()
+    outputs = render(root / "recipe" / "recipe.yaml", variant_file, target=TARGET, build=TARGET)
+    for output in outputs:
+        recipe = output.engine_variant.recipe.to_dict()
+        requirements = recipe.get("requirements", {})
+        sections = [requirements.get(kind, []) for kind in ("build", "host", "run")]
+        sections += [test.get("requirements", {}).get("run", []) for test in recipe.get("tests", [])]
+        for section in sections:
+            names |= (
+                {spec.split()[0] for spec in section if isinstance(spec, str)}
+                if isinstance(section, list)
+                else set()
+            )
+    return {name for name in names if not name.startswith("__")} - {output.name for output in outputs}
+
+
 def build(
     root: Path,
     variant_file: Path,

@@ -9,6 +9,7 @@ What the packages hold is a stand-in, each saying which real one it replaces and
 - the compilers wrap Debian's aarch64 cross gcc (tests/rehearsal/compiler-wrapper.sh) and activate the way
   conda-forge's do (tests/rehearsal/activate-g*.sh); ``cmake`` is tests/rehearsal/cmake_standin.py;
   ``ninja`` only answers ``--version`` (the stand-in cmake builds nothing through it);
+- ``ccache`` runs the command it is given (the build uses it only where a cache folder is set);
 - ``python`` is a venv-like layout around this machine's interpreter (bin/python -> it, pyvenv.cfg), so
   pure-Python steps (``pip install .``, imports, ``pip check``) run for real; it is an x86_64 interpreter
   inside a linux-aarch64 package, so aarch64 extension modules cannot be imported by it;
@@ -24,6 +25,7 @@ What the packages hold is a stand-in, each saying which real one it replaces and
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import shutil
 import subprocess
 import sys
@@ -103,6 +105,12 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
     readme.write_text("A stub package of the flagtree-feedstock rehearsal tests (tests/_stub_channel.py).\n")
     cmake_py = work / "cmake"
     cmake_py.write_text(f"#!{interpreter}\n" + (STANDINS / "cmake_standin.py").read_text())
+    ccache = work / "ccache"
+    ccache.write_text(
+        "#!/bin/sh\n# Stand-in ccache of the rehearsal's stub channel: runs the command it is given, caches nothing;"
+        "\n# its options (--zero-stats, --show-stats) do nothing.\n"
+        'case "${1:-}" in -*|"") exit 0 ;; esac\nexec "$@"\n'
+    )
     ninja = work / "ninja"
     ninja.write_text(
         "#!/bin/sh\n# Stand-in ninja of the rehearsal's stub channel: the stand-in cmake never calls it.\necho 1.12.1\n"
@@ -145,6 +153,7 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
             executables=("bin/cmake",),
         ),
         Stub(name="ninja", version="1.12.1", files={"bin/ninja": ninja}, executables=("bin/ninja",)),
+        Stub(name="ccache", version="4.11.3", files={"bin/ccache": ccache}, executables=("bin/ccache",)),
         Stub(
             name="libzlib",
             version="1.3.1",
@@ -240,6 +249,16 @@ def _recipe(stubs: list[Stub], staged: Path) -> dict[str, object]:
             }
         )
     return {"schema_version": 1, "recipe": {"name": "rehearsal-stubs", "version": "1"}, "outputs": outputs}
+
+
+def stub_names(channel: Path) -> set[str]:
+    """The package names an indexed stub channel holds."""
+    names: set[str] = set()
+    for repodata in channel.glob("*/repodata.json"):
+        data = json.loads(repodata.read_text())
+        for key in ("packages", "packages.conda"):
+            names |= {record["name"] for record in data.get(key, {}).values()}
+    return names
 
 
 def build_stub_channel(channel: Path, work: Path, cc: str) -> Path:

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from rattler.package_streaming import extract
 
-from _rehearsal import build, copy_recipe, write_variants
+from _rehearsal import build, copy_recipe, requirement_names, write_variants
 from _rehearsal_sources import FLAGTREE_PLAIN_LIBRARIES, ROOT, Sources, make_sources
-from _stub_channel import PY, SITE, TARGET, build_stub_channel
+from _stub_channel import PY, SITE, TARGET, build_stub_channel, stub_names
 from _tools import aarch64_gcc, require_executable
 from conftest import DEAD_PROXY
 from flagtree_feedstock.channel import index_channel, smoke_install
@@ -92,6 +92,11 @@ def rehearsal(
     """Every output of the real recipe, built in render order: package tests run where they can (see README)."""
     folder = tmp_path_factory.mktemp("rehearsal")
     variant_file = write_variants(ROOT, sources, folder / "variants.yaml")
+    missing = sorted(requirement_names(ROOT, variant_file) - stub_names(stub_channel))
+    if missing:
+        pytest.fail(
+            f"the recipe needs {', '.join(missing)}, which the stub channel lacks: add to tests/_stub_channel.py"
+        )
     channel = folder / "channel"
     # flagtree-cpu's import and script tests need its aarch64 libraries loaded by python: not here.
     for name, test in (("flagtree-llvm", True), ("flagtree-doctor", True), ("flagtree-cpu", False)):
