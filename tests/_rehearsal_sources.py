@@ -87,50 +87,50 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
+def _hunks(patch: Path) -> list[tuple[str, int, list[str]]]:
+    """(file, 0-based position of the hunk in the file before this patch, the hunk's lines) of one patch."""
+    hunks: list[tuple[str, int, list[str]]] = []
+    lines = patch.read_text().splitlines()
+    path = None
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if line.startswith("+++ b/"):
+            path = line.removeprefix("+++ b/")
+        match = HUNK.match(line)
+        if match is None or path is None:
+            continue
+        old_len, new_len = int(match[2] or 1), int(match[4] or 1)
+        body: list[str] = []
+        while old_len or new_len:  # the hunk's own line counts say where it ends
+            text = lines[index]
+            index += 1
+            if text.startswith("\\"):
+                continue
+            body.append(text)
+            old_len -= text[:1] in {" ", "-"}
+            new_len -= text[:1] in {" ", "+"}
+        hunks.append((path, int(match[1]) - 1 if match[2] != "0" else int(match[1]), body))
+    return hunks
+
+
 def preimages(patches: list[Path]) -> dict[str, dict[int, str]]:
     """For each file a patch series touches, the original lines (1-based) that its hunks pin.
 
     The series is replayed on a virtual file whose lines are either original (their number) or added by an
-    earlier patch, so a later patch's context is found where the earlier ones left it.
+    earlier patch, so a later patch's context is found where the earlier ones left it; a patch's own hunks
+    are replayed from the last, since their positions are all in the file before that patch.
     """
     originals: dict[str, dict[int, str]] = {}
     currents: dict[str, list[int | str]] = {}
     tails: dict[str, int] = {}
-    path = None
-    lines: list[str] = []
     for patch in patches:
-        lines = patch.read_text().splitlines()
-        index = 0
-        while index < len(lines):
-            line = lines[index]
-            if line.startswith("--- "):
-                path = lines[index + 1].removeprefix("+++ b/")
-                originals.setdefault(path, {})
-                currents.setdefault(path, [])
-                tails.setdefault(path, 1)
-                index += 2
-                continue
-            match = HUNK.match(line)
-            if match is None or path is None:
-                index += 1
-                continue
-            old_start, old_len = int(match[1]), int(match[2] or 1)
-            body: list[str] = []
-            index += 1
-            while index < len(lines) and lines[index][:1] in {" ", "-", "+", "\\"}:
-                if lines[index].startswith("-- "):  # the format-patch signature separator
-                    break
-                if not lines[index].startswith("\\"):
-                    body.append(lines[index])
-                index += 1
-            _replay(
-                path,
-                old_start - 1 if old_len else old_start,
-                body=body,
-                originals=originals,
-                currents=currents,
-                tails=tails,
-            )
+        for path, position, body in reversed(_hunks(patch)):
+            originals.setdefault(path, {})
+            currents.setdefault(path, [])
+            tails.setdefault(path, 1)
+            _replay(path, position, body=body, originals=originals, currents=currents, tails=tails)
     return originals
 
 

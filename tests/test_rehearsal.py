@@ -21,11 +21,19 @@ import pytest
 from rattler.package_streaming import extract
 
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
-from _rehearsal_sources import FLAGTREE_PLAIN_LIBRARIES, ROOT, Sources, make_sources
+from _rehearsal_sources import (
+    FLAGTREE_PATCHES,
+    FLAGTREE_PLAIN_LIBRARIES,
+    ROOT,
+    Sources,
+    make_sources,
+    synthesize_flagtree,
+)
 from _stub_channel import PY, SITE, TARGET, build_stub_channel, stub_names
 from _tools import aarch64_gcc, require_executable
 from conftest import DEAD_PROXY
 from flagtree_feedstock.channel import index_channel, smoke_install
+from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import FeedstockError
 
 pytestmark = pytest.mark.rehearsal
@@ -141,7 +149,11 @@ def test_flagtree_cpu_depends_on_what_its_build_exports(rehearsal: Rehearsal, tm
     assert f"python_abi {PY}.* *_cp{PY.replace('.', '')}" in depends
 
 
-def test_install_from_the_channel_and_activate(rehearsal: Rehearsal, tmp_path: Path) -> None:
+def test_index_install_from_the_channel_and_activate(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    """`flagtree-feedstock channel index`, then a real solve and install of flagtree-cpu, then its activation."""
+    for repodata in rehearsal.channel.glob("*/repodata.json"):
+        repodata.unlink()
+    assert main(["channel", "index", str(rehearsal.channel)]) == 0
     prefix = tmp_path / "env"
     installed = smoke_install(
         rehearsal.channel,
@@ -325,6 +337,16 @@ def test_mutation_a_patch_that_does_not_apply(rehearsal, tmp_path, caplog):
     assert "0006-Do-not-build-with-Werror.patch" in failure
 
 
-def test_channel_index_of_the_built_channel(rehearsal: Rehearsal) -> None:
-    written = index_channel(rehearsal.channel)
-    assert {p.parent.name for p in written} >= {TARGET, "noarch"}
+def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
+    """Without FLAGTREE_SRC the stand-in tree is the patches' pre-images: each applies with git, no offset."""
+    git = require_executable("git", "git")
+    tree = tmp_path / "flagtree"
+    synthesize_flagtree(tree)
+    for patch in sorted(FLAGTREE_PATCHES.glob("*.patch")):
+        done = subprocess.run(
+            [git, "apply", "--verbose", str(patch)], cwd=tree, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert "offset" not in done.stderr and "fuzz" not in done.stderr, done.stderr
+    # The stand-in setup.py around upstream's lines still runs.
+    compile((tree / "python" / "setup.py").read_text(), "setup.py", "exec")
