@@ -47,9 +47,9 @@ PY_FULL = f"{PY}.{sys.version_info.micro}"
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 SITE = f"lib/python{PY}/site-packages"
 
-# conda-forge's versions: the compilers of c_compiler_version 15 (ctng-compiler-activation), the 2.17 sysroot,
-# zlib 1.3.1 (the pin `zlib: 1`), pytorch 2.12 (the pin), python_abi's build number of conda-forge's cp3X.
-GCC = "15.2.0"
+# conda-forge's versions: the compilers' newest release of each major (ctng-compiler-activation-feedstock's
+# gcc_version), the 2.17 sysroot, zlib 1.3.1 (the pin `zlib: 1`), pytorch 2.12 (the pin).
+GCC_RELEASES = {13: "13.4.0", 14: "14.4.0", 15: "15.3.0", 16: "16.1.0"}
 PURE_PYTHON = ("pip", "setuptools", "wheel", "pybind11", "rich", "markdown-it-py", "mdurl", "pygments")
 
 
@@ -74,7 +74,7 @@ def _compile(output: Path, *args: str, cc: str) -> Path:
     return output
 
 
-def _stubs(work: Path, cc: str) -> list[Stub]:
+def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
     binutils = {
         tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")
     }
@@ -115,6 +115,9 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
     ninja.write_text(
         "#!/bin/sh\n# Stand-in ninja of the rehearsal's stub channel: the stand-in cmake never calls it.\necho 1.12.1\n"
     )
+    gcc = GCC_RELEASES[gcc_major]
+    # ctng-compiler-activation's min_runtime_version: the compiler's major, at least 12.
+    runtime = f">={max(gcc_major, 12)}"
     compiler_lib = f"{TRIPLE}/lib"
     sysroot = f"{TRIPLE}/sysroot/README"
     glibc = "__glibc >=2.17,<3.0.a0"
@@ -122,9 +125,9 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
     stubs = [
         Stub(
             name="gcc_linux-aarch64",
-            version=GCC,
+            version=gcc,
             depends=["sysroot_linux-aarch64"],
-            strong=["libgcc >=15"],
+            strong=[f"libgcc {runtime}"],
             files={
                 f"bin/{TRIPLE}-cc": wrapper,
                 f"bin/{TRIPLE}-gcc": wrapper,
@@ -134,9 +137,9 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
         ),
         Stub(
             name="gxx_linux-aarch64",
-            version=GCC,
-            depends=[f"gcc_linux-aarch64 =={GCC}"],
-            strong=["libstdcxx >=15", "libgcc >=15"],
+            version=gcc,
+            depends=[f"gcc_linux-aarch64 =={gcc}"],
+            strong=[f"libstdcxx {runtime}", f"libgcc {runtime}"],
             files={
                 f"bin/{TRIPLE}-c++": wrapper,
                 f"bin/{TRIPLE}-g++": wrapper,
@@ -180,11 +183,11 @@ def _stubs(work: Path, cc: str) -> list[Stub]:
         Stub(name="python_abi", version=PY, build=f"8_{PY_TAG}"),
         Stub(name="pytorch", version="2.12.0", build=f"cpu_generic_py{PY_TAG[2:]}_0", depends=[python_abi]),
         *(
-            Stub(name=name, version=GCC, files={"share/README": readme})
+            Stub(name=name, version=gcc, files={"share/README": readme})
             for name in ("libgcc", "libstdcxx", "libgomp")
         ),
         # conda-forge's gxx is the compiler itself (gxx_impl), without the build-time activation.
-        Stub(name="gxx", version=GCC),
+        Stub(name="gxx", version=gcc),
         Stub(name="binutils", version="2.45"),
     ]
     stubs += [_pure_python(name, work) for name in PURE_PYTHON]
@@ -261,9 +264,9 @@ def stub_names(channel: Path) -> set[str]:
     return names
 
 
-def build_stub_channel(channel: Path, work: Path, cc: str) -> Path:
-    """Build every stub package into ``channel`` (an indexed channel folder) and return it."""
-    stubs = _stubs(work, cc)
+def build_stub_channel(channel: Path, work: Path, cc: str, gcc_major: int) -> Path:
+    """Build every stub package into ``channel`` (an indexed channel folder), compilers of ``gcc_major``."""
+    stubs = _stubs(work, cc, gcc_major)
     staged = work / "staged"
     for stub in stubs:
         _stage(stub, staged / stub.name)

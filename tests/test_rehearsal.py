@@ -58,7 +58,9 @@ def stub_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None
     require_executable("git", "git")
     cc = aarch64_gcc()
     work = tmp_path_factory.mktemp("stub-work")
-    return build_stub_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc)
+    # The compilers of the recipe's variant (c_compiler_version and cxx_compiler_version are zipped).
+    gcc_major = int(str(_variant(ROOT, "c_compiler_version")))
+    return build_stub_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc, gcc_major)
 
 
 @pytest.fixture(scope="session")
