@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+from _rehearsal_channel import PY, TARGET
 from _rehearsal_sources import ROOT, Sources
-from _stub_channel import PY, TARGET
 from flagtree_feedstock.build import BuildSettings, ForeignTarget, plan_builds, run_plan
 from flagtree_feedstock.render import render
 

@@ -2,7 +2,7 @@
 
 Only what cannot exist here is replaced: upstream's sources by local stand-in repositories (with
 ``FLAGTREE_SRC``, FlagTree is the real checkout), conda-forge by a stub channel, the C++ compile by a stand-in
-cmake (tests/_stub_channel.py, tests/_rehearsal_sources.py; tests/README.md has the table of what runs for
+cmake (tests/_rehearsal_channel.py, tests/_rehearsal_sources.py; tests/README.md has the table of what runs for
 real). Then each mutation of a copy of the recipe must make the same pipeline fail, naming the cause.
 """
 
@@ -21,6 +21,7 @@ import pytest
 from rattler.package_streaming import extract
 
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
+from _rehearsal_channel import PY, SITE, TARGET, build_rehearsal_channel, stub_names
 from _rehearsal_sources import (
     FLAGTREE_PATCHES,
     FLAGTREE_PLAIN_LIBRARIES,
@@ -29,7 +30,6 @@ from _rehearsal_sources import (
     make_sources,
     synthesize_flagtree,
 )
-from _stub_channel import PY, SITE, TARGET, build_stub_channel, stub_names
 from _tools import aarch64_gcc, require_executable
 from conftest import DEAD_PROXY
 from flagtree_feedstock.channel import index_channel, smoke_install
@@ -60,7 +60,7 @@ def stub_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None
     work = tmp_path_factory.mktemp("stub-work")
     # The compilers of the recipe's variant (c_compiler_version and cxx_compiler_version are zipped).
     gcc_major = int(str(_variant(ROOT, "c_compiler_version")))
-    return build_stub_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc, gcc_major)
+    return build_rehearsal_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc, gcc_major)
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +105,7 @@ def rehearsal(
     missing = sorted(requirement_names(ROOT, variant_file) - stub_names(stub_channel))
     if missing:
         pytest.fail(
-            f"the recipe needs {', '.join(missing)}, which the stub channel lacks: add to tests/_stub_channel.py"
+            f"the recipe needs {', '.join(missing)}, which the stub channel lacks: add to tests/_rehearsal_channel.py"
         )
     channel = folder / "channel"
     # flagtree-cpu's import and script tests need its aarch64 libraries loaded by python: not here.

@@ -102,7 +102,9 @@ def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
         f"home = {interpreter.parent}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n"
     )
     readme = work / "README"
-    readme.write_text("A stub package of the flagtree-feedstock rehearsal tests (tests/_stub_channel.py).\n")
+    readme.write_text(
+        "A stub package of the flagtree-feedstock rehearsal tests (tests/_rehearsal_channel.py).\n"
+    )
     cmake_py = work / "cmake"
     cmake_py.write_text(f"#!{interpreter}\n" + (STANDINS / "cmake_standin.py").read_text())
     ccache = work / "ccache"
@@ -264,7 +266,7 @@ def stub_names(channel: Path) -> set[str]:
     return names
 
 
-def build_stub_channel(channel: Path, work: Path, cc: str, gcc_major: int) -> Path:
+def build_rehearsal_channel(channel: Path, work: Path, cc: str, gcc_major: int) -> Path:
     """Build every stub package into ``channel`` (an indexed channel folder), compilers of ``gcc_major``."""
     stubs = _stubs(work, cc, gcc_major)
     staged = work / "staged"
