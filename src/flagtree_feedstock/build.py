@@ -176,7 +176,7 @@ def _build_one(
             tool_config=tool, output_dir=staging, channels=channels, progress_callback=events
         )
     except rb.RattlerBuildError as exc:
-        raise classify_build_error(step, str(exc), channels) from None
+        raise classify_build_error(step, str(exc), channels, staging=staging) from None
 
 
 def _build_foreign(
@@ -216,7 +216,7 @@ def _build_foreign(
             )
     except rb.RattlerBuildError as exc:
         _log_script_tail(staging)
-        raise classify_build_error(step, str(exc), channels) from None
+        raise classify_build_error(step, str(exc), channels, staging=staging) from None
 
 
 def _log_script_tail(staging: Path, lines: int = 40, errors: int = 5) -> None:
@@ -237,9 +237,12 @@ def _log_script_tail(staging: Path, lines: int = 40, errors: int = 5) -> None:
 
 
 def classify_build_error(
-    step: BuildStep, text: str, channels: Sequence[str]
+    step: BuildStep, text: str, channels: Sequence[str], *, staging: Path | None = None
 ) -> BuildFailedError | SourceFetchError | DependencyError:
-    """Turn the engine's message into one line that names the cause and the fix."""
+    """Turn the engine's message into one line that names the cause and the fix.
+
+    ``staging`` is the engine's output folder, where it keeps a failed build's work folder.
+    """
     reason = text.strip().splitlines()[0] if text.strip() else "no message"
     reason = reason.removeprefix("PyRattlerBuildError: ")
     name = step.describe()
@@ -255,6 +258,13 @@ def classify_build_error(
             f"a patch of {name} does not apply ({patch or 'which one: see the hunk above'}): {reason}",
             fix="refresh the patch against the pinned upstream commit (patches/README.md says how)",
         )
+    if reason.startswith("No license files were copied"):
+        missing = _missing_licences(step.output, staging)
+        return BuildFailedError(
+            f"building {name} failed: {reason}"
+            + (f"; not in the work folder after the build script: {', '.join(missing)}" if missing else ""),
+            fix="the build script must leave every about.license_file in place (copy it, do not move it)",
+        )
     if "resolve dependencies" in reason.lower() or "solve" in reason.lower():
         return DependencyError(
             f"the build/host requirements of {name} could not be solved from {', '.join(channels[1:]) or 'no channel'}",
@@ -264,6 +274,15 @@ def classify_build_error(
         f"building {name} failed: {reason}",
         fix="read the build log above; rerun with --keep-build to keep its work folder",
     )
+
+
+def _missing_licences(output: RenderedOutput, staging: Path | None) -> list[str]:
+    """The output's license_file entries that match nothing in the newest work folder under ``staging``."""
+    works = sorted(staging.glob("bld/*/work"), key=lambda p: p.stat().st_mtime) if staging else []
+    if not works:
+        return []
+    files = output.engine_variant.recipe.to_dict().get("about", {}).get("license_file") or []
+    return [str(f) for f in ([files] if isinstance(files, str) else files) if not any(works[-1].glob(str(f)))]
 
 
 def _failed_patch(output: RenderedOutput, text: str) -> str | None:
