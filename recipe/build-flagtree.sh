@@ -39,13 +39,25 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   export QEMU_LD_PREFIX="${QEMU_LD_PREFIX:-${BUILD_PREFIX:-}/${HOST:-}/sysroot}"
   "${PREFIX}/bin/mlir-tblgen" --version >/dev/null \
     || die "flagtree-llvm's mlir-tblgen does not run here (is qemu-user registered with binfmt_misc?)"
+  # sleef runs helpers it builds (mkrename, mkalias, mkdisp, addSuffix) while it builds; cross-compiling,
+  # it takes them from ${NATIVE_BUILD_DIR}/bin instead (its CMakeLists.txt, add_host_executable). They are
+  # built first for this machine, from the same sleef source with the options flagtree-cpu gives it, and
+  # without conda's flags, which are the target's.
+  [[ -n "${CC_FOR_BUILD:-}" ]] || die "cross-compiling needs CC_FOR_BUILD (conda's cross compilers set it)"
+  sleef_native="${scratch}/sleef-native"
+  CFLAGS="" CPPFLAGS="" LDFLAGS="" cmake -S "${sleef_src}" -B "${sleef_native}" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="${CC_FOR_BUILD}" -DSLEEF_BUILD_TESTS=OFF \
+    -DSLEEF_BUILD_DFT=OFF -DSLEEF_BUILD_GNUABI_LIBS=OFF -DSLEEF_BUILD_SCALAR_LIB=OFF
+  cmake --build "${sleef_native}" --target mkrename mkalias mkdisp addSuffix
   cross_cmake_args="${CMAKE_ARGS:-} -DCMAKE_CROSSCOMPILING_EMULATOR=${CROSSCOMPILING_EMULATOR}"
+  cross_cmake_args+=" -DNATIVE_BUILD_DIR=${sleef_native}"
 fi
 
-# sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by the
-# recipe's own pinned sleef source, so the sleef that is built is the one sleef_commit names.
+# sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by a copy of
+# the recipe's own pinned sleef source, so the sleef that is built is the one sleef_commit names. A copy: the
+# engines collect sleef/LICENSE.txt (about.license_file) after this script.
 rm -rf "${cpu_src}/third_party/sleef"
-mv "${sleef_src}" "${cpu_src}/third_party/sleef"
+cp -a "${sleef_src}" "${cpu_src}/third_party/sleef"
 
 # The 12 symlinks FlagTree's CPU build expects, made by upstream's own script from the local flagtree-cpu
 # tree (given relative to SRC_DIR, the folder it runs from): with --flagtree-cpu-path it neither clones

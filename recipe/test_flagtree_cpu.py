@@ -10,7 +10,7 @@ from pathlib import Path
 
 # The builder methods tle_arm64 adds and the libraries triton/_C must hold, as flagtree-doctor (a run
 # dependency of flagtree-cpu) records them once for the doctor, flagtree-verify and this test.
-from flagtree_feedstock.doctor.target import BUILDER_METHODS, RUNTIME_LIBRARIES
+from flagtree_doctor.target import BUILDER_METHODS, RUNTIME_LIBRARIES
 
 EXPECTED_BUILDER_METHODS = frozenset(BUILDER_METHODS)
 # Glob patterns: libsleef.so may carry its soname version.
@@ -39,6 +39,10 @@ def check() -> list[str]:
         from triton.language.extra.cpu import tle_ops  # noqa: F401, PLC0415
     except ImportError as exc:
         errors.append(f"triton.language.extra.cpu.tle_ops does not import: {exc}")
+    # Patch 0009: the CPU driver checks the CPU before it loads the runtime or a kernel.
+    driver = Path(triton.__file__).parent / "backends" / "cpu" / "driver.py"
+    if "require_supported_cpu()" not in driver.read_text():
+        errors.append(f"{driver} does not call flagtree_doctor's require_supported_cpu() (patch 0009)")
     # Symlinks left in the package must resolve inside it, not into the build's work folder.
     root = Path(triton.__file__).parent
     for path in root.rglob("*"):
@@ -52,7 +56,9 @@ def main() -> int:
     for error in errors:
         print(f"FAIL: {error}")
     if not errors:
-        print(f"OK: cpu backend, {len(EXPECTED_BUILDER_METHODS)} create_cpu_* methods, triton/_C libraries")
+        print(
+            f"OK: cpu backend, {len(EXPECTED_BUILDER_METHODS)} create_cpu_* methods, triton/_C libraries, CPU check"
+        )
     return 1 if errors else 0
 
 

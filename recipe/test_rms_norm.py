@@ -2,20 +2,21 @@
 
 Compiling and running a kernel needs what upstream compiles for (armv9-a with SVE2 and i8mm, 128-bit SVE
 vectors). Elsewhere the test prints why it is skipped and exits 0, so the package still builds on any
-aarch64 builder.
+aarch64 builder; a job meant to run kernels sets FLAGTREE_REQUIRE_KERNELS=1, and the skip is then a failure.
 """
 
 import sys
 
-# flagtree-doctor (a run dependency of flagtree-cpu) knows what the package was compiled for; its live CPU
-# detection (getauxval, prctl) is the one tested under qemu-user in the feedstock's emulated tier.
-from flagtree_feedstock.doctor.cpu import find_cpu, kernel_blockers
-from flagtree_feedstock.doctor.model import System
+# flagtree-doctor (a run dependency of flagtree-cpu) judges the CPU as FlagTree's own CPU check does; its
+# live detection (getauxval, prctl) is the one tested under qemu-user in the feedstock's emulated tier.
+from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required
+
+TEST = "tle_ops.rms_norm end to end"
 
 
 def skip_reason() -> str | None:
     """Why kernels cannot run on this machine, or None when they can."""
-    blockers = kernel_blockers(find_cpu(System.from_root(None)))
+    blockers = kernel_blockers()
     return "; ".join(blockers) if blockers else None
 
 
@@ -48,9 +49,17 @@ def run() -> int:
 
 
 def main() -> int:
+    try:
+        required = kernels_required()
+    except ValueError as exc:  # a FLAGTREE_REQUIRE_KERNELS value that is neither 1 nor 0
+        print(f"FAIL: {TEST}: {exc}")
+        return 2
     reason = skip_reason()
+    if reason is not None and required:
+        print(f"FAIL: {TEST}: {REQUIRE_KERNELS}=1, but the CPU cannot run kernels: {reason}")
+        return 1
     if reason is not None:
-        print(f"SKIP: tle_ops.rms_norm end to end: {reason}")
+        print(f"SKIP: {TEST}: {reason}")
         return 0
     return run()
 

@@ -1,8 +1,9 @@
-"""What the recipe tests share: the paths, the variant file, and meta.yaml rendered the way conda-build does.
+"""What the recipe tests share: the paths, the variant files, and meta.yaml rendered the way conda-build does.
 
 meta.yaml is rendered with jinja2 and a small selector evaluator (enough for this recipe's selectors:
 platform names combined with and/or/not), with conda-build's jinja functions reduced to the strings
-rattler-build renders for the same call, so the two recipes compare field by field.
+rattler-build renders for the same call, so the two recipes compare field by field. ``PKG_HASH`` is left as
+the text ``{{ PKG_HASH }}``: only conda-build knows the hash (tests/test_recipe_conda_build.py asks it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE_DIR = ROOT / "recipe"
 RECIPE_V1 = RECIPE_DIR / "recipe.yaml"
 META = RECIPE_DIR / "meta.yaml"
-VARIANTS = ROOT / "conda_build_config.yaml"
+# The global variant file, then the recipe's own (the feedstock's pins), in the order every engine reads them.
+VARIANT_FILES = (ROOT / "conda_build_config.yaml", RECIPE_DIR / "conda_build_config.yaml")
 SHARED = ROOT.parent / "shared"
 
 TARGET = "linux-aarch64"
@@ -37,10 +39,13 @@ _SELECTOR = re.compile(r"^(?P<text>.*?)\s*#\s*\[(?P<expr>[^\[\]]+)\]\s*$")
 
 @cache
 def variants() -> dict[str, list[Any]]:
-    """conda_build_config.yaml as plain YAML (it has no selectors)."""
-    data = yaml.safe_load(VARIANTS.read_text())
-    assert isinstance(data, dict)
-    return data
+    """The variant files as plain YAML (they have no selectors), merged: a later file's key wins."""
+    merged: dict[str, list[Any]] = {}
+    for path in VARIANT_FILES:
+        data = yaml.safe_load(path.read_text())
+        assert isinstance(data, dict), path
+        merged |= data
+    return merged
 
 
 def first_variant(python: str = PYTHONS[0]) -> dict[str, Any]:
@@ -93,7 +98,7 @@ def render_meta(target: str = TARGET, python: str = PYTHONS[0], build: str | Non
         compiler=compiler,
         stdlib=stdlib,
         pin_subpackage=pin_subpackage,
-        PKG_HASH="h0000000",
+        PKG_HASH="{{ PKG_HASH }}",
         PYTHON="$PYTHON",
         target_platform=target,
         build_platform=build or target,

@@ -20,11 +20,9 @@ from _rehearsal_sources import ROOT, Sources
 from flagtree_feedstock.build import BuildSettings, ForeignTarget, plan_builds, run_plan
 from flagtree_feedstock.render import render
 
-# Both variant files, where they exist: conda-forge's global pins at the root, the feedstock's own in recipe/.
-VARIANT_FILES = (ROOT / "conda_build_config.yaml", ROOT / "recipe" / "conda_build_config.yaml")
 # What a copy of the recipe needs around recipe/: the patches, the variant files, and flagtree-doctor's source
-# (`path: ..`, the repository root as git sees it).
-COPIED = ("recipe", "patches", "conda_build_config.yaml", "src", "pyproject.toml", "LICENSE", "README.md")
+# (`path: ..`: its flagtree-doctor/ distribution and the licence).
+COPIED = ("recipe", "patches", "conda_build_config.yaml", "flagtree-doctor", "LICENSE", "README.md")
 
 
 def copy_recipe(destination: Path) -> Path:
@@ -66,7 +64,7 @@ def write_variants(root: Path, sources: Sources, destination: Path) -> Path:
 def requirement_names(root: Path, variant_file: Path) -> set[str]:
     """Every package name the rendered recipe's build, host, run and test environments ask for by name."""
     names: set[str] = set()
-    outputs = render(root / "recipe" / "recipe.yaml", variant_file, target=TARGET, build=TARGET)
+    outputs = render(root / "recipe" / "recipe.yaml", (variant_file,), target=TARGET, build=TARGET)
     for output in outputs:
         recipe = output.engine_variant.recipe.to_dict()
         requirements = recipe.get("requirements", {})
@@ -93,7 +91,7 @@ def build(
 ) -> list[Path]:
     """Build the outputs ``names`` of ``root``'s recipe into ``channel_dir`` (which may hold earlier ones)."""
     recipe = root / "recipe" / "recipe.yaml"
-    outputs = render(recipe, variant_file, target=TARGET, build=TARGET)
+    outputs = render(recipe, (variant_file,), target=TARGET, build=TARGET)
     settings = BuildSettings(
         channel_dir=channel_dir,
         channels=(stub_channel.as_uri(),),

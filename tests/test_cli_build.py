@@ -15,6 +15,7 @@ from flagtree_feedstock import _engine
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ToolMissingError
 from flagtree_feedstock.render import render
+from flagtree_feedstock.variants import variant_files
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = RECIPES / "toy-multi"
@@ -176,9 +177,10 @@ def test_render_table_fits_80_columns_when_piped(recipe: str, tmp_path: Path) ->
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, result.stdout
     packages, _ = _table_rows(result.stdout)
+    recipe_dir = TOY if recipe == "toy" else ROOT / "recipe"
     matrix = render(
-        (TOY if recipe == "toy" else ROOT / "recipe") / "recipe.yaml",
-        (TOY if recipe == "toy" else ROOT) / "conda_build_config.yaml",
+        recipe_dir / "recipe.yaml",
+        variant_files(recipe_dir, (TOY if recipe == "toy" else ROOT) / "conda_build_config.yaml"),
         target="linux-aarch64",
     )
     expected = {}

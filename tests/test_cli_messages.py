@@ -1,6 +1,6 @@
 """What the CLIs tell users names only options that exist, and every argument is explained in --help.
 
-Every string in src/ that a user can read (fix texts, error messages, help texts, log lines; docstrings are
+Every string in the two distributions' sources that a user can read (fix texts, error messages, help texts, log lines; docstrings are
 left out) is scanned for ``--options``; each must exist in the argparse parser of the command that prints
 it: the one the text names (``flagtree-feedstock build --output-dir``), else the commands whose code the
 module belongs to. Options of other programs (``conda install --force-reinstall``) are not ours to check.
@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from flagtree_doctor.cli import _parser as doctor_parser
+from flagtree_doctor.verify.cli import _parser as verify_parser
 from flagtree_feedstock.cli import _parser as feedstock_parser
-from flagtree_feedstock.doctor.cli import _parser as doctor_parser
-from flagtree_feedstock.verify.cli import _parser as verify_parser
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "flagtree_feedstock"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "flagtree_feedstock"
+# The runtime distribution (flagtree-doctor/): flagtree-doctor and flagtree-verify.
+DOCTOR_SRC = ROOT / "flagtree-doctor" / "src" / "flagtree_doctor"
+SOURCES = (SRC, DOCTOR_SRC)
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # A program named in a text: the options after it (up to a clause break) are that program's.
 PROGRAM = re.compile(r"(?<![\w/-])(flagtree-feedstock|flagtree-doctor|flagtree-verify|[a-z][\w.-]*)\b")
@@ -55,11 +59,11 @@ def _options(command: str) -> set[str]:
 
 def _module_commands(path: Path) -> list[str]:
     """The commands whose code runs this module, for texts that name no command."""
-    relative = path.relative_to(SRC).as_posix()
-    if relative.startswith("doctor/"):
+    if path.is_relative_to(DOCTOR_SRC):
+        if path.relative_to(DOCTOR_SRC).as_posix().startswith("verify/"):
+            return ["flagtree-verify", "flagtree-feedstock verify"]
         return ["flagtree-doctor", "flagtree-feedstock doctor"]
-    if relative.startswith("verify/"):
-        return ["flagtree-verify", "flagtree-feedstock verify"]
+    relative = path.relative_to(SRC).as_posix()
     by_module = {
         "upload.py": ["flagtree-feedstock upload"],
         "channel.py": [
@@ -124,7 +128,7 @@ def unknown_options(path: Path, source: str) -> list[str]:
                 continue
             commands = [command] if command else _module_commands(path)
             if not any(match.group() in _options(c) for c in commands):
-                where = f"{path.relative_to(SRC)}:{line}"
+                where = f"{path.relative_to(ROOT)}:{line}"
                 problems.append(
                     f"{where}: {match.group()} (not an option of {' / '.join(commands)}): {text!r}"
                 )
@@ -132,7 +136,8 @@ def unknown_options(path: Path, source: str) -> list[str]:
 
 
 def test_every_option_a_message_names_exists() -> None:
-    problems = [p for path in sorted(SRC.rglob("*.py")) for p in unknown_options(path, path.read_text())]
+    paths = sorted(path for source in SOURCES for path in source.rglob("*.py"))
+    problems = [p for path in paths for p in unknown_options(path, path.read_text())]
     assert problems == []
 
 
@@ -144,14 +149,14 @@ def test_every_option_a_message_names_exists() -> None:
         # A command named in the text is checked against that command's parser, not the module's.
         ("upload.py", 'E("x", fix="build into it first: flagtree-feedstock build --to DIR")', "--to"),
         ("cli.py", 'E(f"{n} (fix: run flagtree-feedstock channel index --prefix {d})")', "--prefix"),
-        ("doctor/cpu.py", 'R(fix="see flagtree-doctor --lsit")', "--lsit"),
-        ("verify/cli.py", 'p.add_argument("--x", help="like --json, twice")', None),
+        (DOCTOR_SRC / "cpu.py", 'R(fix="see flagtree-doctor --lsit")', "--lsit"),
+        (DOCTOR_SRC / "verify/cli.py", 'p.add_argument("--x", help="like --json, twice")', None),
         ("build.py", 'E("x", fix="conda install --force-reinstall y, or pass --nope")', "--nope"),
         ("build.py", 'E("x", fix="conda install --force-reinstall flagtree-cpu")', None),
     ],
 )
 def test_the_check_catches_an_option_that_does_not_exist(
-    module: str, source: str, flagged: str | None
+    module: str | Path, source: str, flagged: str | None
 ) -> None:
     problems = unknown_options(SRC / module, source)
     assert [p.split(": ")[1].split()[0] for p in problems] == ([flagged] if flagged else [])

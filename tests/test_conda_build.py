@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from _stub_channel import write_package
 from flagtree_feedstock import conda_build
 from flagtree_feedstock.conda_build import CondaBuildRequest
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
@@ -103,3 +104,28 @@ def test_real_conda_build_knows_the_flags_we_pass() -> None:
     usage = subprocess.run(["conda-build", "--help"], capture_output=True, text=True, check=True).stdout
     for flag in ("--output-folder", "--python", "--no-test", "-m"):
         assert flag in usage
+
+
+def test_a_rebuild_under_the_same_name_replaces_the_channels_file(
+    tmp_path: Path, fake_tools: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # conda-build rebuilds what its output folder already holds; when a pin it does not hash changed, the new
+    # package has the old name. The channel must end up with the new file, never silently keep the old one.
+    request = _request(tmp_path)
+    name = "toy-1.0-0.tar.bz2"
+    old = write_package(request.channel_dir / "noarch" / name, "toy", "1.0", "0", "noarch", note="old pin")
+    new = write_package(tmp_path / "new" / name, "toy", "1.0", "0", "noarch", note="new pin")
+    (fake_tools / "conda-build").write_text(
+        f'#!/bin/sh\nrm -f "$5/noarch/{name}" && cp "{new}" "$5/noarch/{name}"\n'
+    )
+    assert conda_build.build(request) == [old]
+    assert old.read_bytes() == new.read_bytes()
+    assert f"replacing {old}: this run built a different package under the same name" in caplog.text
+
+
+def test_a_package_the_engine_left_alone_is_not_published_again(tmp_path: Path, fake_tools: Path) -> None:
+    request = _request(tmp_path)
+    kept = write_package(request.channel_dir / "noarch" / "toy-1.0-0.tar.bz2", "toy", "1.0", "0", "noarch")
+    before = kept.read_bytes()
+    assert conda_build.build(request) == []
+    assert kept.read_bytes() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,12 +11,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from flagtree_doctor import checks
+from flagtree_doctor.capabilities import decode_hwcaps
+from flagtree_doctor.checks import CHECK_IDS
+from flagtree_doctor.cli import main
+from flagtree_doctor.cpu import Core, classify, format_cpu_list
+from flagtree_doctor.model import Check, CheckResult, Facts, System
+from flagtree_doctor.target import BUILDER_METHODS, PACKAGE_TARGET, PATCHED_DEFAULTS
 from flagtree_feedstock import cli as feedstock_cli
-from flagtree_feedstock.doctor import CHECK_IDS, checks
-from flagtree_feedstock.doctor.cli import main
-from flagtree_feedstock.doctor.cpu import Core, classify, decode_hwcaps, format_cpu_list
-from flagtree_feedstock.doctor.model import Check, CheckResult, Facts, System
-from flagtree_feedstock.doctor.target import PATCHED_DEFAULTS
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
 
@@ -29,7 +32,20 @@ def touch(root: Path, relative: str, *, executable: bool = False) -> Path:
     return path
 
 
+N2_CPUINFO = Path(__file__).parent / "data" / "doctor" / "neoverse-n2" / "proc" / "cpuinfo"
+
+
+def aarch64_root(root: Path) -> Path:
+    """``root`` with an aarch64 machine's proc/cpuinfo (a recorded Neoverse N2), unless it has one."""
+    cpuinfo = root / "proc" / "cpuinfo"
+    if not cpuinfo.exists():
+        cpuinfo.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(N2_CPUINFO, cpuinfo)
+    return root
+
+
 def statuses(root: Path, env: dict[str, str], *names: str) -> dict[str, tuple[str, str]]:
+    aarch64_root(root)
     console = Console(record=True, width=300, no_color=True)
     main(["--root", str(root), "--json", *names], env=env, console=console)
     report = json.loads(console.export_text())
@@ -150,13 +166,16 @@ def test_missing_flagtree_is_a_warning_and_dependants_skip(tmp_path: Path) -> No
     assert [v[0] for v in got.values()] == ["warn", "skip", "skip", "skip"]
 
 
-def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def explode(facts: Facts) -> CheckResult:
         raise RuntimeError("sysfs went away")
 
     broken = Check(id="cpu-features", group="cpu", summary="x", run=explode)
     monkeypatch.setattr(checks, "CHECKS", (broken, *checks.CHECKS[1:]))
-    results = checks.run_checks(checks.select(["cpu-features", "env-cc"]), Facts(System.from_root(None, {})))
+    system = System.from_root(aarch64_root(tmp_path), {})
+    results = checks.run_checks(checks.select(["cpu-features", "env-cc"]), Facts(system))
     assert [(r.id, r.status) for r in results] == [("cpu-features", "fail"), ("env-cc", "ok")]
     assert results[0].message == "the check crashed: RuntimeError: sysfs went away"
 
@@ -164,7 +183,7 @@ def test_a_crashing_check_is_a_fail_row_and_the_rest_still_run(monkeypatch: pyte
 def test_a_crash_in_shared_facts_fails_each_dependant_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flagtree_feedstock.doctor import cpu  # noqa: PLC0415
+    from flagtree_doctor import cpu  # noqa: PLC0415
 
     def broken(system: System) -> None:
         raise OSError("no /proc")
@@ -194,11 +213,23 @@ def test_flagtree_feedstock_doctor_delegates() -> None:
 
 def test_base_import_stays_light() -> None:
     code = (
-        "import sys, flagtree_feedstock.doctor.cli, flagtree_feedstock.verify.cli;"
+        "import sys, flagtree_doctor.cli, flagtree_doctor.verify.cli;"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'rattler', 'rattler_build', 'yaml', 'torch', 'triton'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_cpu_check_imports_only_the_standard_library() -> None:
+    """FlagTree imports it before every kernel it loads: none of the doctor's checks, no rich."""
+    code = (
+        "import sys; before = set(sys.modules); import flagtree_doctor.cpu_check;"
+        "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('flagtree_doctor', '_'))))"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(Path(__file__).parents[1] / "flagtree-doctor" / "src")}).stdout  # fmt: skip
+    loaded = {m.split(".")[0] for m in out.strip().strip("[]").replace("'", "").split(", ")} - {""}
+    assert loaded <= set(sys.stdlib_module_names), loaded - set(sys.stdlib_module_names)
 
 
 def test_hwcap_decoding_matches_qemu_cortex_a76() -> None:
@@ -225,7 +256,7 @@ def test_cpu_lists_and_capacity_only_classes() -> None:
 
 
 def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
-    from flagtree_feedstock.doctor.runtime import _load_verdict  # noqa: PLC0415
+    from flagtree_doctor.runtime import _load_verdict  # noqa: PLC0415
 
     killed = _load_verdict("triton-load", -4, "", "")
     assert (killed.status, killed.message) == (
@@ -240,3 +271,44 @@ def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
     partial = _load_verdict("triton-load", 0, '{"missing": ["create_cpu_swiglu"]}\n', "")
     assert (partial.status, partial.message) == ("fail", "libtriton lacks the TLE builders create_cpu_swiglu")
     assert _load_verdict("triton-load", 0, '{"missing": []}\n', "").status == "ok"
+
+
+def test_the_load_check_loads_the_runtime_only_where_the_cpu_can_run_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With patch 0008 libtriton loads on any CPU; the runtime libraries, built for Armv9, only where they run.
+
+    A stand-in for FlagTree's `triton` (a .py libtriton with the builders, runtime files that cannot load) and
+    a CPU verdict that says no: the check imports libtriton alone, and says so.
+    """
+    from flagtree_doctor import runtime  # noqa: PLC0415
+    from flagtree_doctor.capabilities import Capabilities  # noqa: PLC0415
+
+    package = tmp_path / "site" / "triton"
+    (package / "_C").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_C" / "__init__.py").write_text("")
+    methods = "".join(f"        {name} = None\n" for name in BUILDER_METHODS)
+    (package / "_C" / "libtriton.py").write_text(f"class ir:\n    class builder:\n{methods}")
+    for name in ("libsleef.so", "libTritonCPURuntime.so"):
+        (package / "_C" / name).write_text("not a shared object")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+
+    def cpu(features: frozenset[str], bits: int | None) -> Capabilities:
+        return Capabilities(machine="aarch64", features=features, source="test", sve_vector_bits=bits)
+
+    monkeypatch.setattr(runtime, "live_capabilities", lambda: cpu(frozenset({"asimd"}), None))
+    result = runtime.check_load(Facts(System.from_root(None, env)))
+    assert (result.status, result.message) == (
+        "ok",
+        (
+            "libtriton loads with all 10 create_cpu_* builders (the runtime libraries were not loaded: this CPU "
+            "cannot run them)"
+        ),
+    )
+    # Where the CPU can run them, they are preloaded as the driver does (and these cannot load).
+    monkeypatch.setattr(runtime, "live_capabilities", lambda: cpu(PACKAGE_TARGET.required_features, 128))
+    result = runtime.check_load(Facts(System.from_root(None, env)))
+    assert result.status == "fail"
+    assert "libsleef.so" in result.message

@@ -12,12 +12,13 @@ import pytest
 from rich.console import Console
 
 from _tools import aarch64_gcc, require_executable
-from flagtree_feedstock.doctor import elf
-from flagtree_feedstock.doctor.cli import main
-from flagtree_feedstock.doctor.glibc import loaded_libraries, resolve_library
-from flagtree_feedstock.doctor.model import System
+from flagtree_doctor import elf
+from flagtree_doctor.cli import main
+from flagtree_doctor.glibc import loaded_libraries, resolve_library
+from flagtree_doctor.model import System
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
+DATA = Path(__file__).parent / "data" / "doctor"
 HOST_LIBC = next(
     (
         p
@@ -104,6 +105,8 @@ def test_real_libc_defines_what_the_test_library_needs(built: dict[str, Path]) -
 def make_root(root: Path, built: dict[str, Path], *, binary: str, libstdcxx: str, where: str) -> Path:
     assert HOST_LIBC is not None
     (root / SITE / "_C").mkdir(parents=True)
+    (root / "proc").mkdir()
+    shutil.copyfile(DATA / "neoverse-n2/proc/cpuinfo", root / "proc/cpuinfo")  # an aarch64 machine's
     shutil.copy(built[binary], root / SITE / "_C/libtriton.so")
     (root / f"lib/{TRIPLET}").mkdir(parents=True)
     shutil.copy(HOST_LIBC, root / f"lib/{TRIPLET}/libc.so.6")
@@ -119,6 +122,7 @@ check     status   message                                                      
 glibcxx   fail     libtriton.so needs GLIBCXX_3.4.99 from /opt/old/libstdc++.so.6, which   conda install -c conda-forge libstdcxx-ng libgcc-ng, and keep older
                    has up to GLIBCXX_3.4                                                   libstdc++ folders off LD_LIBRARY_PATH (or import triton before other
                                                                                            C++ extensions)
+0 ok, 0 warn, 1 fail, 0 skip
 """
 
 

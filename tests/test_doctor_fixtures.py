@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import platform
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from flagtree_feedstock.doctor.cli import main
+from flagtree_doctor.cli import main
 
 DATA = Path(__file__).parent / "data" / "doctor"
 CPU_CHECKS = ["cpu-features", "sve-vector-length", "core-types", "cpufreq-governor"]
@@ -23,7 +26,8 @@ EXPECTED = {
         list(range(16)),
         [],
         None,
-        ["fail", "fail", "ok", "skip"],
+        # No SVE2: no vector length would help, so the vector length check says so and suggests nothing.
+        ["fail", "skip", "ok", "skip"],
     ),
     "neoverse-n2": (ARMV9, 128, list(range(8)), [], None, ["ok", "ok", "ok", "ok"]),
     "a64fx": (
@@ -32,7 +36,7 @@ EXPECTED = {
         list(range(48)),
         [],
         None,
-        ["fail", "fail", "ok", "ok"],
+        ["fail", "skip", "ok", "ok"],
     ),
     "qemu-max": ([*ARMV9[:6], "sme", *ARMV9[6:]], 512, [0, 1, 2, 3], [], None, ["ok", "fail", "ok", "skip"]),
 }
@@ -68,7 +72,10 @@ def test_machine_tree(machine: str) -> None:
 def test_big_little_advice_names_the_cores_and_the_taskset_line() -> None:
     _, report = run_json(["--root", str(DATA / "cix-p1-orion-o6"), "core-types", "cpufreq-governor"])
     checks = {c["id"]: c for c in report["checks"]}  # type: ignore[union-attr]
-    assert checks["core-types"]["fix"] == "OMP_NUM_THREADS=8 taskset -c 4-11 python ..."
+    assert checks["core-types"]["fix"] == (
+        "flagtree-doctor --apply (OpenMP on the big cores whenever this environment is active), or "
+        "OMP_NUM_THREADS=8 taskset -c 4-11 python ..."
+    )
     assert "big Cortex-A720 on CPUs 4-11, little Cortex-A520 on CPUs 0-3" in checks["core-types"]["message"]
     assert checks["cpufreq-governor"]["fix"] == "sudo cpupower -c 4-11 frequency-set -g performance"
     assert report["cores"][0] == {"cpu": 0, "model": "Cortex-A520", "capacity": 279, "governor": "schedutil"}  # type: ignore[index]
@@ -98,19 +105,20 @@ CPU features: asimd asimdhp fphp sve, SVE 512-bit
 cores: 48, all alike
 check               status   message                                       fix
 ────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
-cpu-features        fail     libtriton, TritonCPURuntime and JIT kernels   use an Armv9 CPU with SVE2, i8mm and bf16
-                             needs asimddp, bf16, i8mm, sve2, svebf16,     (Neoverse N2/V2, Cortex-A710/A720/X2 or
-                             svei8mm                                       newer)
-                             (-march=armv9-a+sve2+i8mm+bf16+fp16+dotprod
+cpu-features        fail     TritonCPURuntime and JIT kernels needs        use an Armv9 CPU with SVE2, i8mm and bf16
+                             asimddp, bf16, i8mm, sve2, svebf16, svei8mm   (Neoverse N2/V2, Cortex-A710/A720/X2 or
+                             (-march=armv9-a+sve2+i8mm+bf16+fp16+dotprod   newer)
                              -msve-vector-bits=128); TLE NEON objects
                              (libtle_neon.a) needs asimddp, bf16, i8mm
                              (-march=armv8.2-a+dotprod+i8mm+bf16): its
                              code stops with SIGILL here
-sve-vector-length   fail     SVE vectors are 512 bits; the package is      echo 16 | sudo tee
-                             built with -msve-vector-bits=128, whose       /proc/sys/abi/sve_default_vector_length, then
-                             code is only right at 128 bits                start a new shell
+sve-vector-length   skip     SVE vectors are 512 bits, but without
+                             asimddp, bf16, i8mm, sve2, svebf16, svei8mm
+                             no SVE vector length lets the package run
+                             here (see cpu-features)
 core-types          ok       48 cores, all alike (A64FX)
 cpufreq-governor    ok       performance
+2 ok, 0 warn, 1 fail, 1 skip
 """
 
 
@@ -130,3 +138,81 @@ def test_bad_root_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixtur
         f"flagtree-doctor: error: --root {tmp_path / 'missing'} is not a folder "
         "(fix: pass the top of a recorded tree (it holds proc/ and sys/))\n"
     )
+
+
+def test_a_tree_without_cpuinfo_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sys/devices/system/cpu/cpu0").mkdir(parents=True)
+    assert main(["--root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"flagtree-doctor: error: --root {tmp_path} has no proc/cpuinfo (fix: copy the machine's /proc/cpuinfo "
+        f"to {tmp_path}/proc/cpuinfo (the README's 'Recording a machine' lists every file the doctor reads))\n"
+    )
+
+
+def test_json_errors_are_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, message in (
+        (["--root", str(tmp_path)], f"--root {tmp_path} has no proc/cpuinfo"),
+        (["glibcxxx"], "no check named 'glibcxxx'"),
+        (["--shout"], "unrecognized arguments: --shout"),
+    ):
+        console = Console(record=True, width=300, no_color=True, highlight=False)
+        assert main([*argv, "--json"], console=console) == 2
+        report = json.loads(console.export_text())
+        assert report["schema_version"] == "1"
+        assert report["error"]["message"] == message
+        assert report["error"]["exit_status"] == 2
+        assert capsys.readouterr().err.startswith(f"flagtree-doctor: error: {message} (fix: ")
+
+
+def test_off_aarch64_only_the_machine_check_runs(tmp_path: Path) -> None:
+    """On x86_64 nothing but another machine helps: no `export FLAGTREE_BACKEND=cpu` advice, no failures."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu sse2 avx2\n"
+    )
+    status, report = run_json(["--root", str(tmp_path)], env={"PATH": "/usr/bin"})
+    checks = {c["id"]: c for c in report["checks"]}  # type: ignore[union-attr]
+    assert checks["cpu-features"]["status"] == "fail"
+    assert {c["status"] for i, c in checks.items() if i != "cpu-features"} == {"skip"}
+    assert checks["env-flagtree-backend"]["message"] == (
+        "this machine is unknown: flagtree-cpu runs on aarch64 only, so this check cannot help (see cpu-features)"
+    )
+    assert report["summary"] == {"ok": 0, "warn": 0, "fail": 1, "skip": len(checks) - 1}
+    assert status == 1
+
+
+@pytest.mark.skipif(platform.machine() == "aarch64", reason="shows the live report off aarch64")
+def test_off_aarch64_live_the_environment_checks_are_skipped() -> None:
+    status, report = run_json(["env-flagtree-backend", "env-triton-sys-path", "jit-compiler"], env={})
+    assert [c["status"] for c in report["checks"]] == ["skip", "skip", "skip"]  # type: ignore[union-attr]
+    assert status == 0
+
+
+@pytest.mark.parametrize("machine", ["a64fx", "neoverse-v1-graviton3"])
+def test_without_sve2_no_fix_touches_the_vector_length(machine: str) -> None:
+    _, report = run_json(["--root", str(DATA / machine)])
+    fixes = [c["fix"] or "" for c in report["checks"]]  # type: ignore[union-attr]
+    assert not [fix for fix in fixes if "vector_length" in fix]
+    (vl,) = [c for c in report["checks"] if c["id"] == "sve-vector-length"]  # type: ignore[union-attr]
+    assert (vl["status"], vl["fix"]) == ("skip", None)
+    assert "without" in vl["message"] and "sve2" in vl["message"]
+
+
+def test_the_readme_records_a_tree_the_doctor_reads(tmp_path: Path) -> None:
+    """The README's recording commands, run here in bash, make a tree that --root accepts."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("### Recording a machine") :]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    assert block is not None
+    subprocess.run(["bash", "-euo", "pipefail", "-c", block[1]], cwd=tmp_path, check=True, timeout=60)
+    tree = tmp_path / "machine-tree"
+
+    def processors(text: str) -> list[str]:  # not the whole text: x86's "cpu MHz" changes between reads
+        return [line for line in text.splitlines() if line.startswith("processor")]
+
+    assert processors((tree / "proc/cpuinfo").read_text()) == processors(Path("/proc/cpuinfo").read_text())
+    recorded = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
+    assert all(p.startswith(("proc/", "sys/devices/system/cpu/cpu")) for p in recorded)
+    status, report = run_json(["--root", str(tree)])
+    assert status in (0, 1)
+    assert report["root"] == str(tree)

@@ -240,6 +240,11 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
         )
     src = Path(src_value)
     assert src.is_dir(), f"{series.env_var}={src} is not a directory"
+    apply_series(patches, src, tmp_path)
+
+
+def apply_series(patches: list[Path], src: Path, dest: Path) -> None:
+    """Apply ``patches`` in order, with GNU patch and no fuzz, to a copy in ``dest`` of the files they touch."""
     gnu_patch = require_executable("patch", "patch")
     version = subprocess.run([gnu_patch, "--version"], capture_output=True, text=True, check=False).stdout
     assert "GNU patch" in version, f"{gnu_patch} is not GNU patch"
@@ -248,7 +253,7 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
     # in pytest's temporary directory, never in the repository.
     for patch in patches:
         for rel in touched_files(parse_patch(patch).diff_lines):
-            source, target = src / rel, tmp_path / rel
+            source, target = src / rel, dest / rel
             if target.exists() or not source.exists():
                 continue  # touched before, or created by the series
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +262,7 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
     for patch in patches:
         result = subprocess.run(
             [gnu_patch, "-p1", "-F0", "--batch", "--forward", "--no-backup-if-mismatch", "-i", str(patch)],
-            cwd=tmp_path,
+            cwd=dest,
             capture_output=True,
             text=True,
             check=False,

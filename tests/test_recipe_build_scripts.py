@@ -9,16 +9,19 @@ pip flag that changed fails here, not hours into a build on Arm.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from _recipe_support import RECIPE_DIR
-from _tools import network_jail
+from _tools import aarch64_gcc, network_jail, require_executable
 
 NVIDIA_VARIABLES = (
     "TRITON_PTXAS_PATH",
@@ -85,6 +88,8 @@ class StandIn:
         _write(src / "sleef" / "LICENSE.txt", "sleef")
         _write(src / "sleef" / "PINNED_SOURCE", "")
         _write(src / "llvm-project" / "llvm" / "CMakeLists.txt", "")
+        _write(src / "llvm-project" / "llvm" / "LICENSE.TXT", "llvm")
+        _write(src / "llvm-project" / "mlir" / "LICENSE.TXT", "mlir")
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
@@ -146,9 +151,18 @@ def test_build_flagtree_links_the_pinned_sources(standin):
         "third_party/flagtree-cpu",
     ]
     assert (log / "link.cwd").read_text().strip() == str(standin.src)
-    # The recipe's sleef source replaced the submodule checkout before the link script ran.
+    # A copy of the recipe's sleef source replaced the submodule checkout before the link script ran.
     assert (log / "link.sleef").read_text().split() == ["CMakeLists.txt", "LICENSE.txt", "PINNED_SOURCE"]
-    assert not (standin.src / "sleef").exists()
+
+
+def test_build_flagtree_leaves_every_licence_file_in_place(standin):
+    # The engines copy about.license_file from the work folder after the build script: each must be there.
+    assert standin.run("build-flagtree.sh").returncode == 0
+    recipe = yaml.safe_load((RECIPE_DIR / "recipe.yaml").read_text())
+    (cpu,) = [o for o in recipe["outputs"] if o["package"]["name"] == "flagtree-cpu"]
+    licences = cpu["about"]["license_file"]
+    assert "sleef/LICENSE.txt" in licences
+    assert [f for f in licences if not (standin.src / f).is_file()] == []
 
 
 def test_build_flagtree_runs_pip_once_offline_from_python(standin):
@@ -300,3 +314,77 @@ def test_build_flagtree_cross_stops_when_the_tablegen_cannot_run(standin):
     result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR="/usr/bin/qemu-aarch64-static")
     assert result.returncode != 0
     assert "flagtree-llvm's mlir-tblgen does not run here" in result.stderr
+
+
+def _cross_flagtree(standin: StandIn, **extra: str) -> subprocess.CompletedProcess[str]:
+    # flagtree-llvm's tablegen, run "under the emulator": here a stand-in that answers --version.
+    _write(standin.prefix / "bin" / "mlir-tblgen", "#!/bin/sh\necho mlir-tblgen\n", 0o755)
+    return standin.run(
+        "build-flagtree.sh", **{**CROSS, "CROSSCOMPILING_EMULATOR": "/usr/bin/qemu-aarch64-static", **extra}
+    )
+
+
+def test_build_flagtree_cross_builds_sleefs_helpers_for_the_build_machine(standin):
+    result = _cross_flagtree(standin)
+    assert result.returncode == 0, result.stderr
+    configure, build = standin.calls("cmake")
+    native = standin.src / "_flagtree_build" / "sleef-native"
+    assert configure["argv"][:4] == ["-S", str(standin.src / "sleef"), "-B", str(native)]
+    assert f"-DCMAKE_C_COMPILER={CROSS['CC_FOR_BUILD']}" in configure["argv"]
+    # flagtree-cpu's sleef options (third_party/cpu/CMakeLists.txt), so the same helpers are needed.
+    for option in ("TESTS", "DFT", "GNUABI_LIBS", "SCALAR_LIB"):
+        assert f"-DSLEEF_BUILD_{option}=OFF" in configure["argv"]
+    assert not set(shlex.split(CONDA_CMAKE_ARGS)) & set(configure["argv"])  # not the cross toolchain
+    assert configure["env"]["CFLAGS"] == configure["env"]["LDFLAGS"] == ""  # conda's are the target's
+    assert build["argv"] == ["--build", str(native), "--target", "mkrename", "mkalias", "mkdisp", "addSuffix"]
+    args = shlex.split(standin.calls("python")[0]["env"]["TRITON_APPEND_CMAKE_ARGS"])
+    assert f"-DNATIVE_BUILD_DIR={native}" in args
+
+
+def test_build_flagtree_cross_needs_the_build_c_compiler(standin):
+    result = _cross_flagtree(standin, CC_FOR_BUILD="")
+    assert result.returncode != 0
+    assert "cross-compiling needs CC_FOR_BUILD" in result.stderr
+    assert standin.calls("cmake") == [] and standin.calls("python") == []
+
+
+def test_sleef_cross_builds_with_the_helpers_the_script_builds(standin, tmp_path):
+    """Real cmake, ninja and compilers on sleef at sleef_commit (SLEEF_SRC): the script's native helpers let
+    a cross configure of sleef generate its headers; without NATIVE_BUILD_DIR ninja wants /bin/mkrename."""
+    sleef_src = os.environ.get("SLEEF_SRC")
+    if not sleef_src:
+        pytest.skip(
+            "SLEEF_SRC is not set (a checkout of sleef_commit 93f04d869471ce4d007abaebb8c6a7bc62749f61)"
+        )
+    for tool, package in (("cmake", "cmake"), ("ninja", "ninja-build"), ("gcc", "gcc")):
+        require_executable(tool, package)
+    cross_cc = aarch64_gcc()
+    shutil.rmtree(standin.src / "sleef")
+    shutil.copytree(sleef_src, standin.src / "sleef")
+    (standin.bin / "cmake").unlink()  # the real one
+    result = _cross_flagtree(standin, CC_FOR_BUILD=shutil.which("gcc") or "gcc")
+    assert result.returncode == 0, result.stdout + result.stderr
+    args = shlex.split(standin.calls("python")[0]["env"]["TRITON_APPEND_CMAKE_ARGS"])
+    (native,) = [a for a in args if a.startswith("-DNATIVE_BUILD_DIR=")]
+    sleef = standin.src / "third_party" / "flagtree-cpu" / "third_party" / "sleef"
+    header = "src/libm/include/renameadvsimd.h"
+    for build, extra in (("with", [native]), ("without", [])):
+        configure = subprocess.run(
+            ["cmake", "-S", str(sleef), "-B", str(tmp_path / build), "-G", "Ninja", "-DCMAKE_SYSTEM_NAME=Linux",
+             "-DCMAKE_SYSTEM_PROCESSOR=aarch64", f"-DCMAKE_C_COMPILER={cross_cc}", "-DSLEEF_BUILD_TESTS=OFF",
+             "-DSLEEF_BUILD_DFT=OFF", "-DSLEEF_BUILD_GNUABI_LIBS=OFF", "-DSLEEF_BUILD_SCALAR_LIB=OFF", *extra],
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
+        assert configure.returncode == 0, configure.stdout + configure.stderr
+        generate = subprocess.run(
+            ["ninja", "-C", str(tmp_path / build), header],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+        if extra:
+            assert generate.returncode == 0, generate.stdout + generate.stderr
+            assert "Sleef_" in (tmp_path / build / header).read_text()
+        else:
+            assert "'/bin/mkrename', needed by" in generate.stdout + generate.stderr

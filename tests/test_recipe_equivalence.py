@@ -18,7 +18,7 @@ from _recipe_support import (
     PYTHONS,
     RECIPE_V1,
     TARGET,
-    VARIANTS,
+    VARIANT_FILES,
     as_list,
     meta_outputs,
     render_meta,
@@ -30,7 +30,7 @@ from flagtree_feedstock.render import render
 @cache
 def _v1_outputs(python: str) -> dict[str, dict[str, Any]]:
     """The rendered v1 outputs of one python variant, as plain dicts."""
-    rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)  # native, whatever this host is
+    rendered = render(RECIPE_V1, VARIANT_FILES, target=TARGET, build=TARGET)  # native, whatever this host is
     chosen = {}
     for output in rendered:
         if output.python in (None, python):
@@ -68,8 +68,11 @@ def _v1_tests(output: dict[str, Any]) -> dict[str, Any]:
         if "package_contents" in test:
             tests["contents"] += test["package_contents"]["files"]
         if "script" in test:
-            tests["commands"] += as_list(test["script"])
+            script = test["script"]
+            tests["commands"] += as_list(script["content"] if isinstance(script, dict) else script)
             tests["files"] += test.get("files", {}).get("recipe", [])
+            if isinstance(script, dict):
+                tests["env"] = script.get("env", {})
     return tests
 
 
@@ -88,6 +91,8 @@ def _meta_tests(output: dict[str, Any]) -> dict[str, Any]:
             tests["contents"].append(_SP_DIR + match[1])
         elif match := re.fullmatch(r"test -f \$PREFIX/(\S+)", command):
             tests["contents"].append(match[1])
+        elif match := re.fullmatch(r'export (\w+)="\$\{\1:-(.*)\}"', command):
+            tests.setdefault("env", {})[match[1]] = match[2]  # the caller's value, else this default
         else:
             tests["commands"].append(command)
     return tests
@@ -136,29 +141,51 @@ def test_same_build_settings(name):
 def test_same_tests(name):
     v1 = _v1_tests(_v1_outputs(PYTHONS[0])[name])
     meta = _meta_tests(meta_outputs()[name])
+    # recipe.yaml takes the caller's variables when rendered, meta.yaml when tested: here only the names that
+    # are always set; their values in test_same_test_variables.
+    for tests in (v1, meta):
+        tests["env"] = sorted(set(tests.get("env", {})) - {"FLAGTREE_REQUIRE_KERNELS"})
     assert v1 == meta
 
 
-def _v1_test_environment(output: dict[str, Any]) -> list[str]:
-    """What rattler-build adds to the python test's environment besides the package: python, pip for pip check."""
+@pytest.mark.parametrize("build", ["linux-64", TARGET])
+def test_same_test_variables(build, monkeypatch):
+    monkeypatch.delenv("QEMU_CPU", raising=False)
+    monkeypatch.delenv("FLAGTREE_REQUIRE_KERNELS", raising=False)
+    rendered = render(RECIPE_V1, VARIANT_FILES, target=TARGET, build=build)
+    v1 = _v1_tests(next(o for o in rendered if o.name == "flagtree-cpu").engine_variant.recipe.to_dict())
+    meta = _meta_tests(meta_outputs(build=build)["flagtree-cpu"])
+    assert v1["env"] == meta["env"]
+    assert v1["env"]["QEMU_CPU"] == "max,sve-default-vector-length=16"
+    assert v1["env"].get("FLAGTREE_REQUIRE_KERNELS") == ("1" if build != TARGET else None)
+
+
+def _v1_test_environments(output: dict[str, Any]) -> list[list[str]]:
+    """What rattler-build adds to each python test environment besides the package: python (one environment
+    per python_version), pip for pip check, and the script tests' requirements."""
+    pythons: list[str | None] = [None]
     specs: list[str] = []
     for test in output.get("tests", []):
         if "python" in test:
-            version = test["python"].get("python_version")
-            specs += [f"python {version}"] if version else []
+            versions = test["python"].get("python_version")
+            pythons = as_list(versions) or [None]
             specs += ["pip"] if test["python"].get("pip_check", True) else []
         if "script" in test:
             specs += as_list(test.get("requirements", {}).get("run"))
-    return sorted(specs)
+    return [sorted(specs + ([f"python {version}"] if version else [])) for version in pythons]
 
 
 @pytest.mark.parametrize("name", OUTPUTS)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_same_test_environments(name, python):
-    """meta.yaml's test.requires against recipe.yaml's python_version, pip_check and script requirements."""
-    v1 = _v1_test_environment(_v1_outputs(python)[name])
+    """meta.yaml's test.requires against recipe.yaml's python_version, pip_check and script requirements.
+
+    conda-build has one test environment per output: it must be recipe.yaml's first (the python_min one of
+    the noarch output, which rattler-build also tests at the newest python).
+    """
+    v1 = _v1_test_environments(_v1_outputs(python)[name])
     meta = sorted(as_list((meta_outputs(python=python)[name].get("test") or {}).get("requires")))
-    assert v1 == meta
+    assert v1[0] == meta
 
 
 @pytest.mark.parametrize("name", OUTPUTS)
@@ -171,7 +198,7 @@ def test_same_licences(name):
 
 
 def test_same_outputs_skipped_on_linux_64():
-    v1 = {o.name for o in render(RECIPE_V1, VARIANTS, target="linux-64")}
+    v1 = {o.name for o in render(RECIPE_V1, VARIANT_FILES, target="linux-64")}
     meta = {
         name for name, o in meta_outputs(target="linux-64").items() if not (o.get("build") or {}).get("skip")
     }
@@ -180,7 +207,7 @@ def test_same_outputs_skipped_on_linux_64():
 
 def test_same_cross_requirements():
     # linux-64 -> linux-aarch64, as conda-forge cross-compiles: both recipes add the same build requirements.
-    rendered = render(RECIPE_V1, VARIANTS, target=TARGET, build="linux-64")
+    rendered = render(RECIPE_V1, VARIANT_FILES, target=TARGET, build="linux-64")
     v1 = next(o for o in rendered if o.name == "flagtree-cpu").engine_variant.recipe.to_dict()["requirements"]
     meta = meta_outputs(build="linux-64")["flagtree-cpu"]["requirements"]
     assert requirement_strings(v1["build"]) == requirement_strings(meta["build"])

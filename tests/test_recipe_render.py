@@ -6,13 +6,13 @@ from functools import cache
 
 import pytest
 
-from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANTS, first_variant
+from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_V1, VARIANT_FILES, first_variant
 from flagtree_feedstock.render import RenderedOutput, render
 
 
 @cache
 def _rendered(target: str) -> tuple[RenderedOutput, ...]:
-    return tuple(render(RECIPE_V1, VARIANTS, target=target))  # type: ignore[arg-type]
+    return tuple(render(RECIPE_V1, VARIANT_FILES, target=target))  # type: ignore[arg-type]
 
 
 def _by_name(target: str, name: str) -> list[RenderedOutput]:
@@ -87,9 +87,28 @@ def test_linux_64_skips_the_aarch64_outputs(name):
 
 @pytest.mark.parametrize(("build", "cross"), [("linux-64", True), ("linux-aarch64", False)])
 def test_cross_python_only_when_cross_compiling(build, cross):
-    rendered = render(RECIPE_V1, VARIANTS, target="linux-aarch64", build=build)
+    rendered = render(RECIPE_V1, VARIANT_FILES, target="linux-aarch64", build=build)
     cpu = next(o for o in rendered if o.name == "flagtree-cpu")
     requirements = [str(r) for r in cpu.engine_variant.recipe.to_dict()["requirements"]["build"]]
-    added = ["python", "cross-python_linux-aarch64", "pybind11 >=2.13.1"]
+    added = ["python", "cross-python_linux-aarch64", "pybind11 >=2.13.1,<3"]
     assert all(r in requirements for r in added) is cross
     assert any(r in requirements for r in added) is cross
+
+
+_SOURCE_PINS = ("flagtree_commit", "llvm_commit", "llvm_sha256", "flagtree_cpu_commit", "sleef_commit")
+
+
+@pytest.mark.parametrize("key", _SOURCE_PINS)
+def test_every_source_pin_reaches_the_build_strings_of_what_is_built_from_it(tmp_path, key):
+    """A new pin is a new file name: a channel that holds the old package cannot mistake it for the new."""
+    own = tmp_path / "conda_build_config.yaml"
+    text = VARIANT_FILES[1].read_text()
+    old = first_variant()[key]
+    own.write_text(text.replace(old, "0" * len(old)))
+    bumped = render(RECIPE_V1, (VARIANT_FILES[0], own), target="linux-aarch64")
+    before = {(o.name, o.python): o.build_string for o in _rendered("linux-aarch64")}
+    after = {(o.name, o.python): o.build_string for o in bumped}
+    for (name, python), build_string in after.items():
+        changed = build_string != before[(name, python)]
+        built_from_it = name == "flagtree-cpu" or (name == "flagtree-llvm" and key.startswith("llvm_"))
+        assert changed is built_from_it, (name, python, key)

@@ -10,18 +10,20 @@ from pathlib import Path
 
 import yaml
 
-from _recipe_support import OUTPUTS, RECIPE_V1, TARGET, VARIANTS, render_meta
+from _recipe_support import OUTPUTS, RECIPE_V1, TARGET, VARIANT_FILES, render_meta
 from flagtree_feedstock.render import render
 
 MIRROR = "file:///srv/github-mirror"
 
 
-def _variants_with_mirror(tmp_path: Path) -> Path:
-    variants = yaml.safe_load(VARIANTS.read_text())
+def _variants_with_mirror(tmp_path: Path) -> tuple[Path, ...]:
+    """The repository's variant files, the recipe's own with github_url pointed at a mirror."""
+    global_file, recipe_file = VARIANT_FILES
+    variants = yaml.safe_load(recipe_file.read_text())
     variants["github_url"] = [MIRROR]
     path = tmp_path / "conda_build_config.yaml"
     path.write_text(yaml.safe_dump(variants))
-    return path
+    return (global_file, path)
 
 
 def _locations(entries: list[dict[str, object]]) -> list[str]:
@@ -52,7 +54,8 @@ def test_every_meta_source_comes_from_github_url(monkeypatch) -> None:
 
 def test_a_mirror_changes_no_build_string(tmp_path: Path) -> None:
     default = {
-        (o.name, o.python): o.build_string for o in render(RECIPE_V1, VARIANTS, target=TARGET, build=TARGET)
+        (o.name, o.python): o.build_string
+        for o in render(RECIPE_V1, VARIANT_FILES, target=TARGET, build=TARGET)
     }
     mirrored = render(RECIPE_V1, _variants_with_mirror(tmp_path), target=TARGET, build=TARGET)
     assert {(o.name, o.python): o.build_string for o in mirrored} == default

@@ -62,8 +62,8 @@ def test_example_environment_says_there_is_no_public_channel() -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        ["ruff", "check", "--output-format", "concise", "src", "tests", "recipe"],
-        ["ruff", "format", "--check", "src", "tests", "recipe"],
+        ["ruff", "check", "--output-format", "concise", "src", "flagtree-doctor", "tests", "recipe"],
+        ["ruff", "format", "--check", "src", "flagtree-doctor", "tests", "recipe"],
         ["mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy"],

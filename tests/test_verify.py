@@ -3,36 +3,66 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import types
 from importlib.machinery import ModuleSpec
 
 import pytest
+from rich.console import Console
 
+from flagtree_doctor.target import BUILDER_METHODS
+from flagtree_doctor.verify import cli as verify_cli
+from flagtree_doctor.verify import ops
+from flagtree_doctor.verify.ops import CASES, OP_NAMES, check_install
 from flagtree_feedstock import cli as feedstock_cli
-from flagtree_feedstock.doctor.target import BUILDER_METHODS
-from flagtree_feedstock.verify import cli as verify_cli
-from flagtree_feedstock.verify import ops
-from flagtree_feedstock.verify.ops import CASES, OP_NAMES, check_install
 
 
 def test_flagtree_absent_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     if importlib.util.find_spec("triton") is not None:
         pytest.skip("a triton package is installed here")
-    assert verify_cli.main([]) == 2
+    assert verify_cli.main([], env={}) == 2
     assert capsys.readouterr().err == (
-        "flagtree-verify: FlagTree is not installed (no module 'triton'); nothing to verify "
+        "flagtree-verify: error: FlagTree is not installed (no module 'triton'); nothing to verify "
         "(fix: conda install flagtree-cpu)\n"
     )
-    assert feedstock_cli.main(["verify"]) == 2
-    assert capsys.readouterr().err.startswith("flagtree-feedstock verify: FlagTree is not installed")
+    assert feedstock_cli.main(["verify"], env={}) == 2
+    assert capsys.readouterr().err.startswith("flagtree-feedstock verify: error: FlagTree is not installed")
 
 
-def test_unknown_op_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as stop:
-        verify_cli.main(["gemm"])
-    assert stop.value.code == 2
-    assert "unknown op 'gemm'" in capsys.readouterr().err
+def test_json_without_flagtree_is_a_json_error(capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec("triton") is not None:
+        pytest.skip("a triton package is installed here")
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    assert verify_cli.main(["--json"], env={}, console=console) == 2
+    assert json.loads(console.export_text()) == {
+        "schema_version": "1",
+        "error": {
+            "message": "FlagTree is not installed (no module 'triton'); nothing to verify",
+            "fix": "conda install flagtree-cpu",
+            "exit_status": 2,
+        },
+    }
+    assert capsys.readouterr().err.startswith("flagtree-verify: error: FlagTree is not installed")
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_unknown_op_is_a_usage_error(json_mode: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    argv = ["gemm", "--json"] if json_mode else ["gemm"]
+    assert verify_cli.main(argv, env={}, console=console) == 2
+    assert capsys.readouterr().err == (
+        f"flagtree-verify: error: unknown op 'gemm' (fix: choose from {', '.join(OP_NAMES)})\n"
+    )
+    assert bool(console.export_text()) == json_mode
+
+
+def test_a_bad_require_kernels_value_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert verify_cli.main([], env={"FLAGTREE_REQUIRE_KERNELS": "yes"}) == 2
+    assert capsys.readouterr().err == (
+        "flagtree-verify: error: FLAGTREE_REQUIRE_KERNELS='yes' is neither 1 nor 0 "
+        "(fix: set FLAGTREE_REQUIRE_KERNELS=1, or unset it)\n"
+    )
 
 
 def fake_triton(
@@ -89,18 +119,44 @@ def test_kernels_are_skipped_where_the_cpu_cannot_run_them(monkeypatch: pytest.M
     assert ran == [("rms_norm",)]
 
 
-def test_kernel_blockers_follow_the_doctor(tmp_path) -> None:
-    from flagtree_feedstock.doctor.cpu import CoreLayout, CpuFacts, kernel_blockers  # noqa: PLC0415
-    from flagtree_feedstock.doctor.target import PACKAGE_TARGET  # noqa: PLC0415
+def test_required_kernels_turn_the_skip_into_a_failure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where a job sets FLAGTREE_REQUIRE_KERNELS=1, a CPU that cannot run the kernels fails verify (exit 1)."""
+    fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
+    monkeypatch.setitem(sys.modules, "triton", sys.modules["fake_triton"])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: ModuleSpec(name, None))
+    monkeypatch.setattr(verify_cli, "kernel_blockers", lambda: ["the CPU lacks sve2 (x: -march=y)"])
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat: pytest.fail("ran the kernels"))
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    assert verify_cli.main(["--json"], env={}, console=console) == 0
+    assert json.loads(console.export_text())["results"][-1]["status"] == "skip"
+    assert capsys.readouterr().err == ""
 
-    def facts(machine: str, features: frozenset[str], bits: int | None) -> CpuFacts:
-        layout = CoreLayout(big=(0,), little=(), basis="all alike")
-        return CpuFacts(machine=machine, features=features, feature_source="test", sve_vector_bits=bits,
-                        cores=(), layout=layout)  # fmt: skip
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    assert verify_cli.main(["--json"], env={"FLAGTREE_REQUIRE_KERNELS": "1"}, console=console) == 1
+    ops = json.loads(console.export_text())["results"][-1]
+    assert (ops["name"], ops["status"]) == ("ops", "fail")
+    assert capsys.readouterr().err == (
+        "flagtree-verify: error: FLAGTREE_REQUIRE_KERNELS=1, but this CPU cannot run the kernels: "
+        "the CPU lacks sve2 (x: -march=y)\n"
+    )
+
+
+def test_kernel_blockers_follow_the_doctor() -> None:
+    from flagtree_doctor.capabilities import Capabilities, judge  # noqa: PLC0415
+    from flagtree_doctor.target import PACKAGE_TARGET  # noqa: PLC0415
+
+    def blockers(machine: str, features: frozenset[str], bits: int | None) -> list[str]:
+        return judge(
+            Capabilities(machine=machine, features=features, source="test", sve_vector_bits=bits)
+        ).blockers
 
     armv9 = PACKAGE_TARGET.required_features
-    assert kernel_blockers(facts("aarch64", armv9, 128)) == []
-    assert kernel_blockers(facts("x86_64", frozenset(), None)) == ["this machine is x86_64, not aarch64"]
-    (no_sve2,) = kernel_blockers(facts("aarch64", armv9 - {"sve2"}, 128))
-    assert no_sve2.startswith("the CPU lacks sve2 (libtriton")
-    assert kernel_blockers(facts("aarch64", armv9, 256)) == ["SVE vectors are 256 bits; the code assumes 128"]
+    assert blockers("aarch64", armv9, 128) == []
+    assert blockers("x86_64", frozenset(), None) == ["this machine is x86_64, not aarch64"]
+    (no_sve2,) = blockers("aarch64", armv9 - {"sve2"}, 128)
+    assert no_sve2.startswith("the CPU lacks sve2 (")
+    assert blockers("aarch64", armv9, 256) == ["SVE vectors are 256 bits; the code assumes 128"]
+    # Without SVE2 the vector length is no blocker of its own: no length would make the code run.
+    assert len(blockers("aarch64", armv9 - {"sve2"}, 512)) == 1

@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
-from flagtree_feedstock.verify import cli as verify_cli
-from flagtree_feedstock.verify import references
-from flagtree_feedstock.verify.ops import Trial, judge
+from flagtree_doctor.verify import cli as verify_cli
+from flagtree_doctor.verify import references
+from flagtree_doctor.verify.ops import Trial, judge
 
 
 def test_judge_compares_times_and_reports() -> None:

@@ -262,7 +262,7 @@ def test_render_step_emits_the_toy_recipes_python_matrix(tmp_path: Path) -> None
         f"{o.name}-{o.version}-{o.build_string}"
         for o in render(
             TOY / "recipe.yaml",
-            TOY / "conda_build_config.yaml",
+            (TOY / "conda_build_config.yaml",),
             target="linux-aarch64",
             build="linux-aarch64",
         )
@@ -306,8 +306,11 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
         "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(ROOT / "conda_build_config.yaml"),
     }
     outputs = _run_render_step(tmp_path, {**workflow["env"], **recipe}, tmp_path)
+    # The job names only the global variant file; the recipe folder's own (the pins) is read after it.
     rendered = render(
-        ROOT / "recipe" / "recipe.yaml", ROOT / "conda_build_config.yaml", target="linux-aarch64"
+        ROOT / "recipe" / "recipe.yaml",
+        (ROOT / "conda_build_config.yaml", ROOT / "recipe" / "conda_build_config.yaml"),
+        target="linux-aarch64",
     )
     names = {o.name for o in rendered}
     for key in ("LLVM_OUTPUT", "DOCTOR_OUTPUT", "CPU_OUTPUT"):
@@ -322,3 +325,22 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
         f"{o.name}-{o.version}-{o.build_string}" for o in rendered if o.name == workflow["env"]["LLVM_OUTPUT"]
     }
     assert outputs["llvm"] == llvm
+
+
+def _step_env(job: str, name_start: str) -> dict[str, str]:
+    (step,) = [s for s in _build()["jobs"][job]["steps"] if s.get("name", "").startswith(name_start)]
+    env: dict[str, str] = step.get("env", {})
+    return env
+
+
+def test_jobs_that_run_kernels_require_them() -> None:
+    """The package tests of the Arm jobs and of the emulated cross job may not skip a kernel; under qemu they
+    get 128-bit SVE vectors. (recipe.yaml hands both variables to the test: test_recipe_test_env.py.)"""
+    assert _step_env("cpu", "Build and test flagtree-cpu")["FLAGTREE_REQUIRE_KERNELS"] == "1"
+    cross = _step_env("cross", "Cross-build every output")
+    assert cross["FLAGTREE_REQUIRE_KERNELS"] == "1"
+    assert cross["QEMU_CPU"] == "max,sve-default-vector-length=16"
+    run = [
+        s["run"] for s in _build()["jobs"]["cross"]["steps"] if s.get("name", "").startswith("Cross-build")
+    ]
+    assert "--build-platform linux-64" in run[0] and "--no-test" not in run[0]

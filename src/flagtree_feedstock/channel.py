@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import filecmp
 import json
 import logging
 import os
@@ -127,16 +128,32 @@ def seed_staging(channel_dir: Path, staging: Path) -> frozenset[str]:
 
 
 def publish_packages(staging: Path, channel_dir: Path, *, seeded: frozenset[str] = frozenset()) -> list[Path]:
-    """Move every new package file of ``staging/<subdir>/`` into ``channel_dir/<subdir>/`` by rename."""
+    """Move every new or rebuilt package file of ``staging/<subdir>/`` into ``channel_dir/<subdir>/`` by rename.
+
+    A seeded package the engine left as it was is not published again. One it rebuilt under the same file
+    name (conda-build does not skip existing packages) replaces the channel folder's file, with a warning:
+    the channel never keeps an older build in place of the one just made.
+    """
     published: list[Path] = []
-    for package in (p for p in package_files(staging) if p.name not in seeded):
+    for package in package_files(staging):
         target_dir = channel_dir / package.parent.name
-        target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / package.name
+        if package.name in seeded and _unchanged(package, target):
+            continue
+        if target.exists():
+            LOGGER.warning("replacing %s: this run built a different package under the same name", target)
+        target_dir.mkdir(parents=True, exist_ok=True)
         package.chmod(0o644)  # the engine writes 0600 files; a channel is read by others
         package.replace(target)
         published.append(target)
     return published
+
+
+def _unchanged(staged: Path, published: Path) -> bool:
+    """The staged file is still the channel's: the same file (a hard link) or the same bytes (a copy)."""
+    if not published.is_file():
+        return False
+    return staged.samefile(published) or filecmp.cmp(staged, published, shallow=False)
 
 
 def index_channel(channel_dir: Path) -> list[Path]:

@@ -23,6 +23,7 @@ from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
+from .variants import variant_files
 
 PROG = "flagtree-feedstock"
 INSTALL_TARGET = "flagtree-cpu"
@@ -45,7 +46,11 @@ def _parser() -> argparse.ArgumentParser:
         "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas); the command line wins.",
     )
     build.add_argument("--recipe-dir", help="folder with recipe.yaml and meta.yaml [recipe]")
-    build.add_argument("--variant-config", help="variant file [conda_build_config.yaml]")
+    build.add_argument(
+        "--variant-config",
+        help="the global variant file [conda_build_config.yaml]; the recipe folder's own "
+        "conda_build_config.yaml is read after it",
+    )
     build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
     build.add_argument("--build-platform", help="this host's platform, to cross-build for another target")
     build.add_argument("--output-dir", help="the local channel folder [build_artifacts]")
@@ -146,13 +151,13 @@ def main(
     """Run the CLI and return its exit status; errors become one line on stderr."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["doctor"]:
-        from .doctor.cli import main as doctor_main  # noqa: PLC0415
+        from flagtree_doctor.cli import main as doctor_main  # noqa: PLC0415
 
         return doctor_main(argv[1:], env=env, console=console, prog=f"{PROG} doctor")
     if argv[:1] == ["verify"]:
-        from .verify.cli import main as verify_main  # noqa: PLC0415
+        from flagtree_doctor.verify.cli import main as verify_main  # noqa: PLC0415
 
-        return verify_main(argv[1:], console=console, prog=f"{PROG} verify")
+        return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
     out = console or Console(highlight=False)
@@ -194,7 +199,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
     outputs = render(
         options.recipe_dir / "recipe.yaml",
-        options.variant_config,
+        variant_files(options.recipe_dir, options.variant_config),
         target=options.target_platform,
         build=options.build_platform,
     )
@@ -273,7 +278,7 @@ def _build_rattler(
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
             recipe=options.recipe_dir / "recipe.yaml",
-            variant_files=(options.variant_config,),
+            variant_files=variant_files(options.recipe_dir, options.variant_config),
             target_platform=options.target_platform,
             build_platform=build_platform,
         )

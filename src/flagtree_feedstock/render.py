@@ -1,8 +1,13 @@
-"""Render ``recipe/recipe.yaml`` with ``conda_build_config.yaml`` through py-rattler-build, offline."""
+"""Render ``recipe/recipe.yaml`` with the variant files through py-rattler-build, offline.
+
+The variant files are checked first (:mod:`.variants`); an error the engine still raises is reduced to one
+line naming the file, the line and the expression, never its debug text.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -10,6 +15,7 @@ from typing import Any
 from ._engine import require
 from .errors import ConfigurationError, NothingToDoError
 from .platforms import PlatformName
+from .variants import check_variant_files, recipe_keys, template_variables
 
 # The variant keys that pin an upstream source; `--render-only` shows each with the packages that use it.
 PIN_KEYS: tuple[str, ...] = ("llvm_commit", "flagtree_commit", "flagtree_cpu_commit", "sleef_commit")
@@ -35,38 +41,41 @@ class RenderedOutput:
         return (self.name, self.version, self.build_string)
 
 
-def _variant_config(variant_file: Path, target: PlatformName, build: PlatformName | None) -> Any:  # noqa: ANN401
+def _variant_config(variant_files: Sequence[Path], target: PlatformName, build: PlatformName | None) -> Any:  # noqa: ANN401 - rattler_build.VariantConfig
+    """The variant files merged in order (later files win), their `# [selector]`s evaluated for ``target``."""
     rb = require("rattler_build", "py-rattler-build")
-    if not variant_file.is_file():
-        raise ConfigurationError(
-            f"variant file {variant_file} does not exist",
-            fix="pass --variant-config PATH to a conda_build_config.yaml",
-        )
-    platform = rb.PlatformConfig(target_platform=target, build_platform=build)
-    try:
-        return rb.VariantConfig.from_conda_build_config(variant_file, rb.JinjaConfig(platform=platform))
-    except rb.RattlerBuildError as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigurationError(
-            f"variant file {variant_file} is not a valid conda_build_config.yaml: {reason}",
-            fix="correct the YAML (every key maps to a list of values)",
-        ) from None
+    jinja = rb.JinjaConfig(platform=rb.PlatformConfig(target_platform=target, build_platform=build))
+    merged = rb.VariantConfig({})
+    for path in variant_files:
+        try:
+            merged = merged.merge(rb.VariantConfig.from_conda_build_config(path, jinja))
+        except rb.RattlerBuildError as exc:
+            raise ConfigurationError(
+                f"variant file {path} is not a valid conda_build_config.yaml: {_engine_message(exc)}",
+                fix="correct the YAML (every key maps to a list of values)",
+            ) from None
+    return merged
 
 
 def render(
     recipe: Path,
-    variant_file: Path,
+    variant_files: Sequence[Path],
     *,
     target: PlatformName,
     build: PlatformName | None = None,
 ) -> list[RenderedOutput]:
-    """Render every output of every variant of ``recipe`` for ``target``; no network is used."""
+    """Render every output of every variant of ``recipe`` for ``target``; no network is used.
+
+    ``variant_files`` are checked against the variables of the recipes beside ``recipe`` before the engine
+    sees them (:func:`.variants.check_variant_files`).
+    """
     rb = require("rattler_build", "py-rattler-build")
     if not recipe.is_file():
         raise ConfigurationError(
             f"recipe {recipe} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
         )
-    variants = _variant_config(variant_file, target, build)
+    check_variant_files(variant_files, recipe_keys(recipe.parent))
+    variants = _variant_config(variant_files, target, build)
     try:
         stage0 = rb.Stage0Recipe.from_file(recipe)
         rendered = stage0.render(
@@ -76,10 +85,7 @@ def render(
             ),
         )
     except rb.RattlerBuildError as exc:
-        raise ConfigurationError(
-            f"recipe {recipe} does not render for {target}: {_first_line(exc)}",
-            fix="check the recipe and variant file (rattler-build's message is above)",
-        ) from None
+        raise render_error(recipe, target, exc) from None
     outputs = _inherit_pins([_to_output(v) for v in rendered])
     if not outputs:
         raise NothingToDoError(
@@ -88,9 +94,47 @@ def render(
     return outputs
 
 
-def _first_line(exc: BaseException) -> str:
+# What py-rattler-build 0.73 puts in a render error: Rust's debug text of the error, e.g.
+# `Render error: Parse(JinjaError { message: "...", span: Span { start: Some(Marker { ..., line: 126,
+# column: 14 }), end: None } })`, and for a variant file `InvalidConfig("...")`.
+_DEBUG_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
+_DEBUG_MARKER = re.compile(r"line: (\d+), column: (\d+)")
+_DEBUG_WRAPPED = re.compile(r'^\w+\("((?:[^"\\]|\\.)*)"\)$')
+_TEMPLATE = re.compile(r"\(template: (.*)\)$")
+
+
+def render_error(recipe: Path, target: PlatformName, exc: BaseException) -> ConfigurationError:
+    """The engine's render error as one line: where in ``recipe``, what, and which variables it reads."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    message = _engine_message(exc)
+    marker = _DEBUG_MARKER.search(text)
+    where = f"{recipe}:{marker[1]}:{marker[2]}" if marker else str(recipe)
+    template = _TEMPLATE.search(message)
+    if template is None:
+        return ConfigurationError(
+            f"{where}: does not render for {target}: {message}", fix=f"correct {recipe} there"
+        )
+    expression = template[1]
+    message = message[: template.start()].removeprefix("Template rendering failed: ")
+    message = re.sub(r"\s*\(in <string>:\d+\)", "", message).strip()
+    names = sorted(template_variables(expression))
+    return ConfigurationError(
+        f"{where}: does not render for {target}: {message} in {expression}",
+        fix=f"set {', '.join(names) or 'its variables'} in a variant file or the recipe's context, or correct "
+        f"{recipe} there",
+    )
+
+
+def _engine_message(exc: BaseException) -> str:
+    """The human part of the engine's error text, without Rust's debug wrapping."""
+    text = str(exc).strip()
+    found = _DEBUG_MESSAGE.search(text)
+    if found:
+        return found[1].replace('\\"', '"')
+    first = text.splitlines()[0] if text else type(exc).__name__
+    first = re.sub(r"^[\w ]+ error: ", "", first)
+    wrapped = _DEBUG_WRAPPED.match(first)
+    return wrapped[1].replace('\\"', '"') if wrapped else first
 
 
 def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401

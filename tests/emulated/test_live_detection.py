@@ -8,34 +8,20 @@ live path reads. A cross-compiled C probe prints the same auxv words as a second
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import rich
+from _qemu import PYTHON, REPO, require_emulator, run_aarch64
 
-from _tools import aarch64_gcc, missing, require_executable
+from _tools import aarch64_gcc
 
 pytestmark = pytest.mark.emulated
-
-REPO = Path(__file__).resolve().parents[2]
-SYSROOT = Path(
-    os.environ.get("FLAGTREE_AARCH64_SYSROOT")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flagtree-feedstock/aarch64-sysroot"
-)
-QEMU = shutil.which("qemu-aarch64-static")
-PYTHON = SYSROOT / "usr/bin/python3.11"
-RICH_SITE = Path(rich.__file__).parents[1]  # rich is pure Python: the host's copy imports under qemu too
 
 
 @pytest.fixture(autouse=True, scope="module")
 def emulator() -> None:
-    """qemu-user and the aarch64 sysroot, which tests/emulated/setup.sh provides."""
-    require_executable("qemu-aarch64-static", "qemu-user-static")
-    if not PYTHON.exists():
-        missing(f"the aarch64 sysroot {SYSROOT} has no python3.11", "bash tests/emulated/setup.sh")
+    require_emulator()
 
 
 ARMV9 = ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "sve2", "svebf16", "svei8mm"]
@@ -43,30 +29,18 @@ ARMV9 = ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "sve2", "
 # qemu -cpu model -> (features, SVE bits, cpu-features status, sve-vector-length status)
 VERDICTS = {
     "cortex-a76": (["asimd", "asimddp", "asimdhp", "fphp"], None, "fail", "skip"),
-    "a64fx": (["asimd", "asimdhp", "fphp", "sve"], 512, "fail", "fail"),
+    # No SVE2: the vector length check is skipped (no length would help), cpu-features says why.
+    "a64fx": (["asimd", "asimdhp", "fphp", "sve"], 512, "fail", "skip"),
     "max": ([*ARMV9[:6], "sme", *ARMV9[6:]], 512, "ok", "fail"),
     "max,sve-default-vector-length=16": ([*ARMV9[:6], "sme", *ARMV9[6:]], 128, "ok", "ok"),
 }
-
-
-def run_aarch64(cpu: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    assert QEMU is not None
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO / 'src'}:{RICH_SITE}", "NO_COLOR": "1"}
-    return subprocess.run(
-        [QEMU, "-L", str(SYSROOT), "-cpu", cpu, *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("cpu", sorted(VERDICTS))
 def test_doctor_live_verdict(cpu: str) -> None:
     features, bits, feature_status, vl_status = VERDICTS[cpu]
     done = run_aarch64(
-        cpu, str(PYTHON), "-m", "flagtree_feedstock.doctor", "--json", "cpu-features", "sve-vector-length"
+        cpu, str(PYTHON), "-m", "flagtree_doctor", "--json", "cpu-features", "sve-vector-length"
     )
     report = json.loads(done.stdout)
     assert report["machine"] == "aarch64"
@@ -92,7 +66,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("cpu", ["cortex-a76", "a64fx", "max"])
 def test_python_reads_the_same_auxv_as_c(cpu: str, probe: Path) -> None:
     from_c = run_aarch64(cpu, str(probe)).stdout.split()
-    code = "from flagtree_feedstock.doctor.cpu import live_hwcaps; print('%x %x' % live_hwcaps())"
+    code = "from flagtree_doctor.capabilities import live_hwcaps; print('%x %x' % live_hwcaps())"
     from_python = run_aarch64(cpu, str(PYTHON), "-S", "-c", code).stdout.split()
     assert from_python == from_c
     assert len(from_c) == 2
@@ -114,9 +88,26 @@ def test_package_test_skips_kernels_where_the_cpu_cannot_run_them(cpu: str) -> N
     assert done.stdout.startswith(f"SKIP: tle_ops.rms_norm end to end: {GATE_REASONS[cpu]}")
 
 
+@pytest.mark.parametrize("cpu", sorted(GATE_REASONS))
+def test_package_test_fails_where_a_job_requires_kernels(cpu: str) -> None:
+    """FLAGTREE_REQUIRE_KERNELS=1 (a job meant to run kernels): the skip becomes one FAIL line and exit 1."""
+    done = run_aarch64(
+        cpu, str(PYTHON), str(REPO / "recipe" / "test_rms_norm.py"), env={"FLAGTREE_REQUIRE_KERNELS": "1"}
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith(
+        "FAIL: tle_ops.rms_norm end to end: FLAGTREE_REQUIRE_KERNELS=1, but the CPU cannot run kernels: "
+        + GATE_REASONS[cpu]
+    )
+    assert len(done.stdout.splitlines()) == 1
+
+
 def test_package_test_runs_kernels_on_an_armv9_cpu_with_128_bit_sve() -> None:
     done = run_aarch64(
-        "max,sve-default-vector-length=16", str(PYTHON), str(REPO / "recipe" / "test_rms_norm.py")
+        "max,sve-default-vector-length=16",
+        str(PYTHON),
+        str(REPO / "recipe" / "test_rms_norm.py"),
+        env={"FLAGTREE_REQUIRE_KERNELS": "1"},
     )
     assert "SKIP" not in done.stdout
     # It went past the gate into run(), and stopped at `import torch`: no aarch64 torch in this sysroot.

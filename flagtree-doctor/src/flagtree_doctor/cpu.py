@@ -1,31 +1,21 @@
 """CPU checks: features (HWCAPs), SVE vector length, big/little cores, cpufreq governor.
 
-Live, features come from ``getauxval(AT_HWCAP/AT_HWCAP2)`` and the SVE vector length from
-``prctl(PR_SVE_GET_VL)``; these are right under qemu-user too, where ``/proc/cpuinfo`` is the host's.
-With ``--root`` both come from the tree (``proc/cpuinfo``, ``proc/sys/abi/sve_default_vector_length``).
+Features and the SVE vector length come from :mod:`.capabilities` live, and with ``--root`` from the tree
+(the features every block of ``proc/cpuinfo`` lists, ``proc/sys/abi/sve_default_vector_length``); the
+verdict on them is :func:`.capabilities.judge`, the one FlagTree's CPU check uses too.
 Cores always come from ``sys/devices/system/cpu`` and every processor block of ``proc/cpuinfo``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import platform
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from . import openmp
+from .capabilities import KNOWN_FEATURES, Capabilities, judge, live_capabilities
 from .model import CheckResult, Facts, System
 from .target import PACKAGE_TARGET
-
-AT_HWCAP = 16
-AT_HWCAP2 = 26
-PR_SVE_GET_VL = 51
-PR_SVE_VL_LEN_MASK = 0xFFFF
-
-# Linux arch/arm64/include/uapi/asm/hwcap.h: bit numbers, named as /proc/cpuinfo names them.
-HWCAP_BITS: dict[str, int] = {"asimd": 1, "fphp": 9, "asimdhp": 10, "asimddp": 20, "sve": 22}
-HWCAP2_BITS: dict[str, int] = {"sve2": 1, "svei8mm": 9, "svebf16": 12, "i8mm": 13, "bf16": 14, "sme": 23}
-KNOWN_FEATURES: frozenset[str] = frozenset(HWCAP_BITS) | frozenset(HWCAP2_BITS)
 
 IMPLEMENTER_ARM = 0x41
 IMPLEMENTER_FUJITSU = 0x46
@@ -110,38 +100,21 @@ class CoreLayout:
 
 @dataclass(frozen=True, kw_only=True)
 class CpuFacts:
-    machine: str
-    features: frozenset[str]
-    feature_source: str
-    sve_vector_bits: int | None
+    capabilities: Capabilities
     cores: tuple[Core, ...]
     layout: CoreLayout
 
+    @property
+    def machine(self) -> str:
+        return self.capabilities.machine
 
-def decode_hwcaps(hwcap: int, hwcap2: int) -> frozenset[str]:
-    """The known feature names whose bits are set in ``AT_HWCAP``/``AT_HWCAP2``."""
-    names = {name for name, bit in HWCAP_BITS.items() if hwcap >> bit & 1}
-    names |= {name for name, bit in HWCAP2_BITS.items() if hwcap2 >> bit & 1}
-    return frozenset(names)
+    @property
+    def features(self) -> frozenset[str]:
+        return self.capabilities.features
 
-
-def live_hwcaps() -> tuple[int, int]:
-    """``getauxval(AT_HWCAP)`` and ``getauxval(AT_HWCAP2)`` of this process."""
-    libc = ctypes.CDLL(None)
-    getauxval = libc.getauxval
-    getauxval.restype = ctypes.c_ulong
-    getauxval.argtypes = [ctypes.c_ulong]
-    return int(getauxval(AT_HWCAP)), int(getauxval(AT_HWCAP2))
-
-
-def live_sve_vector_bits() -> int | None:
-    """This process's SVE vector length in bits, or ``None`` without SVE (``prctl`` fails)."""
-    libc = ctypes.CDLL(None)
-    prctl = libc.prctl
-    prctl.restype = ctypes.c_int
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    value = int(prctl(PR_SVE_GET_VL, 0, 0, 0, 0))
-    return None if value < 0 else (value & PR_SVE_VL_LEN_MASK) * 8
+    @property
+    def sve_vector_bits(self) -> int | None:
+        return self.capabilities.sve_vector_bits
 
 
 def parse_cpuinfo(text: str) -> tuple[CpuinfoBlock, ...]:
@@ -225,34 +198,25 @@ def find_cores(system: System, blocks: tuple[CpuinfoBlock, ...]) -> tuple[Core, 
     return tuple(cores)
 
 
+def tree_capabilities(system: System, blocks: tuple[CpuinfoBlock, ...]) -> Capabilities:
+    """The capabilities a recorded tree shows: the features every processor lists, the default SVE length."""
+    aarch64 = any(b.features & {"asimd", "fp"} for b in blocks)
+    common = frozenset.intersection(*(b.features for b in blocks)) if blocks else frozenset()
+    default_vl = system.read_text("/proc/sys/abi/sve_default_vector_length")
+    return Capabilities(
+        machine="aarch64" if aarch64 else "unknown",
+        features=common & KNOWN_FEATURES,
+        source=f"{system.path('/proc/cpuinfo')} (features common to all {len(blocks)} processors)",
+        sve_vector_bits=int(default_vl) * 8 if default_vl and default_vl.isdigit() else None,
+    )
+
+
 def find_cpu(system: System) -> CpuFacts:
     """Everything the CPU checks need, from the live process or from the ``--root`` tree."""
     blocks = parse_cpuinfo(system.read_text("/proc/cpuinfo") or "")
-    if system.live:
-        machine = platform.machine()
-        if machine == "aarch64":
-            features = decode_hwcaps(*live_hwcaps())
-            vector_bits = live_sve_vector_bits() if "sve" in features else None
-        else:
-            features, vector_bits = frozenset(), None
-        source = "getauxval(AT_HWCAP, AT_HWCAP2)"
-    else:
-        aarch64 = any(b.features & {"asimd", "fp"} for b in blocks)
-        machine = "aarch64" if aarch64 else "unknown"
-        common = frozenset.intersection(*(b.features for b in blocks)) if blocks else frozenset()
-        features = common & KNOWN_FEATURES
-        default_vl = system.read_text("/proc/sys/abi/sve_default_vector_length")
-        vector_bits = int(default_vl) * 8 if default_vl and default_vl.isdigit() else None
-        source = f"{system.path('/proc/cpuinfo')} (features common to all {len(blocks)} processors)"
+    capabilities = live_capabilities() if system.live else tree_capabilities(system, blocks)
     cores = find_cores(system, blocks)
-    return CpuFacts(
-        machine=machine,
-        features=features,
-        feature_source=source,
-        sve_vector_bits=vector_bits,
-        cores=cores,
-        layout=classify(cores),
-    )
+    return CpuFacts(capabilities=capabilities, cores=cores, layout=classify(cores))
 
 
 def cpu_facts(facts: Facts) -> CpuFacts:
@@ -261,37 +225,21 @@ def cpu_facts(facts: Facts) -> CpuFacts:
     return value
 
 
-def kernel_blockers(cpu: CpuFacts) -> list[str]:
-    """Why the package's kernels cannot run (correctly) on this CPU; empty when they can."""
-    if cpu.machine != "aarch64":
-        return [f"this machine is {cpu.machine}, not aarch64"]
-    blockers = [
-        f"the CPU lacks {', '.join(sorted(lacks))} ({component.name}: -march={component.march})"
-        for component in PACKAGE_TARGET.components
-        if (lacks := component.features - cpu.features)
-    ]
-    want = PACKAGE_TARGET.sve_vector_bits
-    if "sve" in cpu.features and cpu.sve_vector_bits not in (None, want):
-        blockers.append(f"SVE vectors are {cpu.sve_vector_bits} bits; the code assumes {want}")
-    return blockers
-
-
 def check_features(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
-    check = "cpu-features"
-    if cpu.machine != "aarch64":
+    verdict, check = judge(cpu.capabilities), "cpu-features"
+    if not verdict.aarch64:
         return CheckResult(
             id=check,
             status="fail",
             message=f"this machine is {cpu.machine}; flagtree-cpu runs on aarch64 (Arm64) only",
             fix="run on an Armv9 aarch64 machine with SVE2 (e.g. Neoverse N2/V2, Cortex-A720)",
         )
-    missing = []
-    for component in PACKAGE_TARGET.components:
-        lacks = sorted(component.features - cpu.features)
-        if lacks:
-            missing.append(f"{component.name} needs {', '.join(lacks)} (-march={component.march})")
-    if missing:
+    if verdict.lacking:
+        missing = [
+            f"{component.name} needs {', '.join(lacks)} (-march={component.march})"
+            for component, lacks in verdict.lacking
+        ]
         return CheckResult(
             id=check,
             status="fail",
@@ -301,15 +249,24 @@ def check_features(facts: Facts) -> CheckResult:
     return CheckResult(
         id=check,
         status="ok",
-        message=f"has {', '.join(sorted(PACKAGE_TARGET.required_features))} (from {cpu.feature_source})",
+        message=f"has {', '.join(sorted(PACKAGE_TARGET.required_features))} (from {cpu.capabilities.source})",
     )
 
 
 def check_sve_vector_length(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
-    check, want = "sve-vector-length", PACKAGE_TARGET.sve_vector_bits
+    verdict, check, want = judge(cpu.capabilities), "sve-vector-length", PACKAGE_TARGET.sve_vector_bits
     if "sve" not in cpu.features:
         return CheckResult(id=check, status="skip", message="no SVE on this CPU (see cpu-features)")
+    if verdict.lacking:  # no vector length makes up for a missing feature: say so, suggest nothing
+        lacks = sorted({feature for _, missing in verdict.lacking for feature in missing})
+        seen = f"SVE vectors are {cpu.sve_vector_bits} bits, but " if cpu.sve_vector_bits else ""
+        return CheckResult(
+            id=check,
+            status="skip",
+            message=f"{seen}without {', '.join(lacks)} no SVE vector length lets the package run here "
+            "(see cpu-features)",
+        )
     if cpu.sve_vector_bits is None:
         return CheckResult(
             id=check,
@@ -317,7 +274,7 @@ def check_sve_vector_length(facts: Facts) -> CheckResult:
             message=f"SVE vector length unknown; the package assumes {want} bits",
             fix="cat /proc/sys/abi/sve_default_vector_length (bytes) should print 16",
         )
-    if cpu.sve_vector_bits != want:
+    if verdict.wrong_vector_length:
         return CheckResult(
             id=check,
             status="fail",
@@ -341,12 +298,23 @@ def check_core_types(facts: Facts) -> CheckResult:
         )
     big_models = ", ".join(sorted({by_cpu[c].model for c in layout.big}))
     little_models = ", ".join(sorted({by_cpu[c].model for c in layout.little}))
+    cores = (
+        f"big.LITTLE ({layout.basis}): big {big_models} on CPUs {layout.taskset}, little {little_models} on "
+        f"CPUs {format_cpu_list(layout.little)}"
+    )
+    recommended = openmp.recommend(layout.big, layout.little)
+    if openmp.is_applied(recommended, facts.system.env):
+        return CheckResult(
+            id=check,
+            status="ok",
+            message=f"{cores}; OpenMP runs on the big cores (OMP_PLACES, OMP_NUM_THREADS)",
+        )
     return CheckResult(
         id=check,
         status="warn",
-        message=f"big.LITTLE ({layout.basis}): big {big_models} on CPUs {layout.taskset}, little "
-        f"{little_models} on CPUs {format_cpu_list(layout.little)}; threads on little cores slow every kernel",
-        fix=f"OMP_NUM_THREADS={len(layout.big)} taskset -c {layout.taskset} python ...",
+        message=f"{cores}; threads on little cores slow every kernel",
+        fix=f"flagtree-doctor --apply (OpenMP on the big cores whenever this environment is active), or "
+        f"OMP_NUM_THREADS={len(layout.big)} taskset -c {layout.taskset} python ...",
     )
 
 

@@ -78,6 +78,8 @@ class Check:
     group: Group
     summary: str
     run: Callable[[Facts], CheckResult]
+    # Off aarch64 the package cannot run at all: only a check that says so helps; the others are skipped.
+    off_aarch64: bool = False
 
 
 class Facts:

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .capabilities import judge, live_capabilities
 from .model import CheckResult, Facts, System
 from .target import BUILDER_METHODS, RUNTIME_LIBRARIES
 
@@ -32,12 +33,13 @@ _ROOT_PATTERNS: tuple[str, ...] = (
 )
 _LOAD_TIMEOUT_SECONDS = 120
 
-# Run by a child Python: preload the runtime libraries as the cpu driver does, import libtriton, list the
-# builder methods it lacks.
+# Run by a child Python: preload the runtime libraries as the cpu driver does (where this CPU can run them:
+# elsewhere FlagTree's own CPU check stops before they load), import libtriton, list the builder methods it
+# lacks.
 _LOAD_SCRIPT = """
 import ctypes, importlib, json, sys
-c_dir, names = sys.argv[1], sys.argv[2:]
-for lib in ("libsleef.so", "libTritonCPURuntime.so"):
+c_dir, preload, names = sys.argv[1], sys.argv[2] == "preload", sys.argv[3:]
+for lib in ("libsleef.so", "libTritonCPURuntime.so") if preload else ():
     ctypes.CDLL(c_dir + "/" + lib, mode=ctypes.RTLD_GLOBAL)
 builder = importlib.import_module("triton._C.libtriton").ir.builder
 print(json.dumps({"missing": [n for n in names if not hasattr(builder, n)]}))
@@ -114,7 +116,9 @@ def check_load(facts: Facts) -> CheckResult:
         return CheckResult(id=check, status="skip", message="libraries are not loaded from a --root tree")
     if install is None:
         return CheckResult(id=check, status="skip", message="FlagTree is not installed (see triton-install)")
-    argv = [sys.executable, "-c", _LOAD_SCRIPT, str(install.c_dir), *BUILDER_METHODS]
+    runtime_too = not judge(live_capabilities()).blockers
+    preload = "preload" if runtime_too else "libtriton-only"
+    argv = [sys.executable, "-c", _LOAD_SCRIPT, str(install.c_dir), preload, *BUILDER_METHODS]
     try:
         done = subprocess.run(
             argv,
@@ -131,10 +135,12 @@ def check_load(facts: Facts) -> CheckResult:
             message=f"loading triton._C.libtriton took over {_LOAD_TIMEOUT_SECONDS} s",
             fix="run `python -X importtime -c 'import triton'` to see where it hangs",
         )
-    return _load_verdict(check, done.returncode, done.stdout, done.stderr)
+    return _load_verdict(check, done.returncode, done.stdout, done.stderr, runtime_too=runtime_too)
 
 
-def _load_verdict(check: str, returncode: int, stdout: str, stderr: str) -> CheckResult:
+def _load_verdict(
+    check: str, returncode: int, stdout: str, stderr: str, *, runtime_too: bool = True
+) -> CheckResult:
     if returncode < 0:
         name = signal.Signals(-returncode).name
         cause = " (an instruction this CPU lacks: see cpu-features)" if name == "SIGILL" else ""
@@ -160,10 +166,11 @@ def _load_verdict(check: str, returncode: int, stdout: str, stderr: str) -> Chec
             message=f"libtriton lacks the TLE builders {', '.join(missing)}",
             fix="this is not FlagTree's tle_arm64 build: conda install --force-reinstall flagtree-cpu",
         )
+    skipped = "" if runtime_too else " (the runtime libraries were not loaded: this CPU cannot run them)"
     return CheckResult(
         id=check,
         status="ok",
-        message=f"libtriton loads with all {len(BUILDER_METHODS)} create_cpu_* builders",
+        message=f"libtriton loads with all {len(BUILDER_METHODS)} create_cpu_* builders{skipped}",
     )
 
 

