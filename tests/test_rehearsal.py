@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from rattler.package_streaming import extract
 
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
@@ -43,9 +44,13 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "AL
 
 
 @pytest.fixture(scope="session")
-def offline_session() -> Iterator[None]:
-    """The dead proxy of conftest.py for the session-scoped builds (they start before its autouse fixture)."""
+def offline_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The dead proxy of conftest.py for the session-scoped builds (they start before its autouse fixture),
+    and a package cache of the session's own: rattler reuses an extracted package of the same file name from
+    its cache without comparing contents, so a package rebuilt under the same build string (the same variant)
+    would be tested and installed as the earlier one."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RATTLER_CACHE_DIR", str(tmp_path_factory.mktemp("rattler-cache")))
         for name in PROXY_VARIABLES:
             patch.setenv(name, DEAD_PROXY)
         for name in ("no_proxy", "NO_PROXY"):
@@ -75,8 +80,6 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Sources:
 
 
 def _variant(root: Path, key: str) -> object:
-    import yaml  # noqa: PLC0415
-
     for path in (root / "recipe" / "conda_build_config.yaml", root / "conda_build_config.yaml"):
         if path.is_file():
             data = yaml.safe_load(path.read_text()) or {}
@@ -204,12 +207,16 @@ def _check_activation(prefix: Path) -> None:
         assert done.stdout.splitlines() == ["FLAGTREE_BACKEND=cpu", f"TRITON_SYS_PATH={prefix}"]
 
 
-def test_flagtree_plain_libraries_match_upstream(tmp_path: Path) -> None:
-    """The synthesized tree's plain libraries are the ones FlagTree's CMakeLists.txt links (FLAGTREE_SRC)."""
+def test_flagtree_plain_libraries_match_upstream() -> None:
+    """The stand-in cmake links what FlagTree's CMake links (FLAGTREE_SRC): the root CMakeLists.txt's plain
+    libraries (its reading), and every plain library of any of FlagTree's CMake files (test_recipe_dependencies'
+    scan); the synthesized tree carries the same list."""
     flagtree_src = os.environ.get("FLAGTREE_SRC")
     if not flagtree_src:
         pytest.skip("FLAGTREE_SRC is not set (a checkout of FlagTree at flagtree_commit)")
     import importlib.util  # noqa: PLC0415
+
+    from test_recipe_dependencies import plain_libraries  # noqa: PLC0415
 
     spec = importlib.util.spec_from_file_location(
         "cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py"
@@ -217,8 +224,9 @@ def test_flagtree_plain_libraries_match_upstream(tmp_path: Path) -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert tuple(module.plain_link_libraries(Path(flagtree_src))) == FLAGTREE_PLAIN_LIBRARIES
-    del tmp_path
+    linked = tuple(module.plain_link_libraries(Path(flagtree_src)))
+    assert linked == FLAGTREE_PLAIN_LIBRARIES
+    assert set(plain_libraries([Path(flagtree_src)])) <= set(linked)
 
 
 # --- mutations: each applied to a copy of the recipe; the same pipeline must fail and name the cause ---
@@ -246,7 +254,7 @@ def _mutated_build(
         with caplog.at_level(logging.ERROR, logger="flagtree_feedstock"):
             build(
                 root,
-                rehearsal.variant_file,
+                write_variants(root, rehearsal.sources, tmp_path / "variants.yaml"),
                 channel,
                 rehearsal.stub_channel,
                 names=["flagtree-cpu"],
@@ -295,10 +303,16 @@ def test_mutation_a_package_contents_file_the_build_does_not_make(rehearsal, tmp
 
 def test_mutation_zlib_removed_from_host(rehearsal, tmp_path, caplog):
     def mutate(root: Path) -> None:
-        recipe = root / "recipe" / "recipe.yaml"
-        text = recipe.read_text()
-        assert re.search(r"^        - zlib\n", text, re.MULTILINE), "recipe.yaml has no zlib host requirement"
-        recipe.write_text(re.sub(r"^        - zlib\n", "", text, count=1, flags=re.MULTILINE))
+        # From both recipes, and its pin from the variant file, as the variant check asks.
+        for name in ("recipe.yaml", "meta.yaml"):
+            recipe = root / "recipe" / name
+            text = recipe.read_text()
+            assert re.search(r"^ +- zlib\n", text, re.MULTILINE), f"{name} has no zlib host requirement"
+            recipe.write_text(re.sub(r"^ +- zlib\n", "", text, count=1, flags=re.MULTILINE))
+        for variants in (root / "conda_build_config.yaml", root / "recipe" / "conda_build_config.yaml"):
+            data = yaml.safe_load(variants.read_text())
+            if data.pop("zlib", None) is not None:
+                variants.write_text(yaml.safe_dump(data))
 
     _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
     _expect(failure, "cannot find -lz", in_log=True)
