@@ -46,9 +46,9 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "AL
 @pytest.fixture(scope="session")
 def offline_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The dead proxy of conftest.py for the session-scoped builds (they start before its autouse fixture),
-    and a package cache of the session's own: rattler reuses an extracted package of the same file name from
-    its cache without comparing contents, so a package rebuilt under the same build string (the same variant)
-    would be tested and installed as the earlier one."""
+    and a package cache of the session's own: the engine's package test reads a package's tests from the copy
+    of the same file name in rattler's cache, so a package rebuilt under the same build string (the same
+    variant, another recipe) was tested with an earlier build's tests."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RATTLER_CACHE_DIR", str(tmp_path_factory.mktemp("rattler-cache")))
         for name in PROXY_VARIABLES:
