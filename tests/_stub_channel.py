@@ -32,7 +32,7 @@ PACKAGES: tuple[tuple[str, str, str, str], ...] = (
     ("python", "3.12.9", "h0_0_cpython", SUBDIR),
     ("python", "3.13.2", "h0_0_cp313", SUBDIR),
     ("pip", "25.0.1", "pyh0_0", "noarch"),
-    ("setuptools", "75.8.2", "pyh0_0", "noarch"),
+    ("setuptools", "80.9.0", "pyh0_0", "noarch"),
     ("wheel", "0.45.1", "pyh0_0", "noarch"),
     ("pybind11", "2.13.6", "pyh0_0", "noarch"),
     ("zlib", "1.3.1", "h0_0", SUBDIR),
