@@ -188,8 +188,16 @@ def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
             Stub(name=name, version=gcc, files={"share/README": readme})
             for name in ("libgcc", "libstdcxx", "libgomp")
         ),
-        # conda-forge's gxx is the compiler itself (gxx_impl), without the build-time activation.
-        Stub(name="gxx", version=gcc),
+        # conda-forge's gcc and gxx: the compilers themselves under their plain names (bin/gcc of gcc_impl),
+        # without the build-time activation; gxx depends on gcc.
+        Stub(name="gcc", version=gcc, files={"bin/gcc": wrapper}, executables=("bin/gcc",)),
+        Stub(
+            name="gxx",
+            version=gcc,
+            depends=[f"gcc =={gcc}"],
+            files={"bin/g++": wrapper},
+            executables=("bin/g++",),
+        ),
         Stub(name="binutils", version="2.45"),
     ]
     stubs += [_pure_python(name, work) for name in PURE_PYTHON]

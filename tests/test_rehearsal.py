@@ -181,6 +181,7 @@ before="$(snapshot)"
 for script in "${CONDA_PREFIX}"/etc/conda/activate.d/*.sh; do . "${script}"; done
 echo "FLAGTREE_BACKEND=${FLAGTREE_BACKEND}"
 echo "TRITON_SYS_PATH=${TRITON_SYS_PATH}"
+echo "CC=${CC}"
 for script in "${CONDA_PREFIX}"/etc/conda/deactivate.d/*.sh; do . "${script}"; done
 after="$(snapshot)"
 if [[ "${before}" != "${after}" ]]; then
@@ -204,7 +205,9 @@ def _check_activation(prefix: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, f"activation with {preset or 'nothing set'}: {done.stderr.strip()}"
-        assert done.stdout.splitlines() == ["FLAGTREE_BACKEND=cpu", f"TRITON_SYS_PATH={prefix}"]
+        # An unset CC becomes the environment's gcc (gxx's gcc), a user's CC is kept.
+        cc = preset.get("CC", f"{prefix}/bin/gcc")
+        assert done.stdout.splitlines() == ["FLAGTREE_BACKEND=cpu", f"TRITON_SYS_PATH={prefix}", f"CC={cc}"]
 
 
 def test_flagtree_plain_libraries_match_upstream() -> None:
