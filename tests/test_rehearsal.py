@@ -383,3 +383,17 @@ def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
         assert "offset" not in done.stderr and "fuzz" not in done.stderr, done.stderr
     # The stand-in setup.py around upstream's lines still runs.
     compile((tree / "python" / "setup.py").read_text(), "setup.py", "exec")
+
+
+def test_standin_scripts_pass_shellcheck() -> None:
+    from test_recipe_files import _shellcheck  # noqa: PLC0415
+
+    scripts = sorted((ROOT / "tests" / "rehearsal").glob("*.sh"))
+    assert len(scripts) == 4
+    done = subprocess.run(
+        [_shellcheck(), "--severity=style", "--shell=bash", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
