@@ -18,8 +18,9 @@ What the packages hold is a stand-in, each saying which real one it replaces and
 - libzlib's ``libz.so.1`` is a real aarch64 library with zlib's soname but one function
   (tests/rehearsal/libz.c); the sysroot is an empty folder that the compiler wrapper uses as --sysroot, its
   libc is Debian's cross glibc;
-- the run-time-only packages (pytorch, binutils, gxx, libgcc, libstdcxx, libgomp) are empty: they exist
-  for the solver.
+- ``gcc`` and ``gxx`` (run requirements of flagtree-cpu) hold ``bin/gcc``/``bin/g++`` as the compiler wrapper,
+  for the installed activation's ``CC``; the other run-time-only packages (pytorch, binutils, libgcc,
+  libstdcxx, libgomp) are empty: they exist for the solver, and nothing here runs what they would hold.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ build's own compiler: real aarch64 ELF files (one object, made of tests/rehearsa
   sleef's ``libsleef.so`` beside it in ``CMAKE_LIBRARY_OUTPUT_DIRECTORY``; ``--install`` installs sleef's
   files (its only install rules) into the prefix, and refuses one outside the build's folders.
 
-What it cannot show: whether upstream's C++ compiles with this compiler, which LLVM/MLIR libraries a real
-LLVM build produces , and anything a real CMake would find or reject
-that is not named above (a real LLVM build installs many more libraries).
+What it cannot show: whether upstream's C++ compiles with this compiler, which libraries a real LLVM build
+makes and links (its graph is a small subset, with simplified links), whether the LLVM/MLIR libraries
+FlagTree names are really linked into libtriton.so, and anything a real CMake would find or reject that is
+not named above.
 """
 
 from __future__ import annotations
