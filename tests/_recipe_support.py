@@ -4,6 +4,9 @@ meta.yaml is rendered with jinja2 and a small selector evaluator (enough for thi
 platform names combined with and/or/not), with conda-build's jinja functions reduced to the strings
 rattler-build renders for the same call, so the two recipes compare field by field. ``PKG_HASH`` is left as
 the text ``{{ PKG_HASH }}``: only conda-build knows the hash (tests/test_recipe_conda_build.py asks it).
+This stands in for conda-build's render, which is not on PyPI: it cannot show conda-build's own reading of
+jinja and selectors beyond what this recipe uses, its hash inputs or its solves; the conda_build tier asks
+the real conda-build where it is installed.
 """
 
 from __future__ import annotations

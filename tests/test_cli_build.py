@@ -318,6 +318,29 @@ def test_unfetchable_source_names_the_url_and_leaves_nothing(
     assert _leftovers(out) == []
 
 
+def test_patch_that_does_not_apply_is_named(
+    tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(build_args("bad-patch", out, *native_args(empty_channel))) == 8
+    line = _error_line(capsys.readouterr().err)
+    assert "a patch of toy-bad-patch 1.0" in line
+    assert "(drifted.patch)" in line
+    assert "could not find context" in line
+    assert _leftovers(out) == []
+
+
+def test_licence_file_the_script_moved_is_named(
+    tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "channel"
+    assert main(build_args("bad-licence", out, *native_args(empty_channel))) == 8
+    line = _error_line(capsys.readouterr().err)
+    assert "building toy-bad-licence 1.0" in line
+    assert "not in the work folder after the build script: sub/LICENSE.txt (fix: " in line
+    assert _leftovers(out) == []
+
+
 def test_failing_script_publishes_nothing_from_the_run(
     tmp_path: Path, empty_channel: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -70,5 +70,7 @@ def test_cross_build_failure_shows_the_end_of_the_script_log(
     assert main(build_args("bad-script", out, *_cross_args(target_only_channel))) == 8
     err = capsys.readouterr().err
     assert "[1/1] failing on purpose" in err
+    # The cause, more than 40 lines before the end of the log, is shown as well.
+    assert "toy.c:1: error: the cause, long before the end" in err
     assert "flagtree-feedstock: error: building toy-fails 1.0" in err
     assert not out.exists()

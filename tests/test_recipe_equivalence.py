@@ -1,4 +1,5 @@
-"""recipe.yaml and meta.yaml describe the same packages: sources, pins, patches, requirements, tests, licences.
+"""recipe.yaml and meta.yaml describe the same packages: sources, pins, patches, requirements, tests and their
+environments, licences.
 
 recipe.yaml is rendered by py-rattler-build, meta.yaml by jinja2 + selectors (tests/_recipe_support.py);
 each side is reduced to plain values and the two are compared for linux-aarch64, every python variant.
@@ -177,6 +178,34 @@ def test_same_test_variables(build, monkeypatch):
     assert v1["env"] == meta["env"]
     assert v1["env"]["QEMU_CPU"] == "max,sve-default-vector-length=16"
     assert v1["env"].get("FLAGTREE_REQUIRE_KERNELS") == ("1" if build != TARGET else None)
+
+
+def _v1_test_environments(output: dict[str, Any]) -> list[list[str]]:
+    """What rattler-build adds to each python test environment besides the package: python (one environment
+    per python_version), pip for pip check, and the script tests' requirements."""
+    pythons: list[str | None] = [None]
+    specs: list[str] = []
+    for test in output.get("tests", []):
+        if "python" in test:
+            versions = test["python"].get("python_version")
+            pythons = as_list(versions) or [None]
+            specs += ["pip"] if test["python"].get("pip_check", True) else []
+        if "script" in test:
+            specs += as_list(test.get("requirements", {}).get("run"))
+    return [sorted(specs + ([f"python {version}"] if version else [])) for version in pythons]
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+@pytest.mark.parametrize("python", PYTHONS)
+def test_same_test_environments(name, python):
+    """meta.yaml's test.requires against recipe.yaml's python_version, pip_check and script requirements.
+
+    conda-build has one test environment per output: it must be recipe.yaml's first (the python_min one of
+    the noarch output, which rattler-build also tests at the newest python).
+    """
+    v1 = _v1_test_environments(_v1_outputs(python)[name])
+    meta = sorted(as_list((meta_outputs(python=python)[name].get("test") or {}).get("requires")))
+    assert v1[0] == meta
 
 
 @pytest.mark.parametrize("name", OUTPUTS)

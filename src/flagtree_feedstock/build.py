@@ -8,6 +8,7 @@ channel folder and moves finished packages in only when every step succeeded.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from .platforms import PlatformName
 from .render import RenderedOutput
 
 LOGGER = logging.getLogger(__name__)
+# Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
+_ERROR_LINE = re.compile(r"\berror:|\bcannot find\b|CMake Error|undefined reference|Traceback \(most recent")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +176,7 @@ def _build_one(
             tool_config=tool, output_dir=staging, channels=channels, progress_callback=events
         )
     except rb.RattlerBuildError as exc:
-        raise classify_build_error(step, str(exc), channels) from None
+        raise classify_build_error(step, str(exc), channels, staging=staging) from None
 
 
 def _build_foreign(
@@ -213,21 +216,33 @@ def _build_foreign(
             )
     except rb.RattlerBuildError as exc:
         _log_script_tail(staging)
-        raise classify_build_error(step, str(exc), channels) from None
+        raise classify_build_error(step, str(exc), channels, staging=staging) from None
 
 
-def _log_script_tail(staging: Path, lines: int = 40) -> None:
-    """Log the end of the newest build script log under ``staging`` (the engine keeps a failed work dir)."""
+def _log_script_tail(staging: Path, lines: int = 40, errors: int = 5) -> None:
+    """Log the end of the newest build script log under ``staging`` (the engine keeps a failed work dir).
+
+    The first error lines before that end are logged too: a compiler's or linker's message is often
+    followed by more than ``lines`` lines of pip's or CMake's own report.
+    """
     logs = sorted(staging.glob("bld/*/work/conda_build.log"), key=lambda p: p.stat().st_mtime)
-    if logs:
-        tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
-        LOGGER.error("the end of %s:\n%s", logs[-1], "\n".join(tail))
+    if not logs:
+        return
+    text = logs[-1].read_text(errors="replace").splitlines()
+    head, tail = text[:-lines], text[-lines:]
+    first = [line.strip() for line in head if _ERROR_LINE.search(line)][:errors]
+    if first:
+        LOGGER.error("the first errors in %s:\n%s", logs[-1], "\n".join(first))
+    LOGGER.error("the end of %s:\n%s", logs[-1], "\n".join(tail))
 
 
 def classify_build_error(
-    step: BuildStep, text: str, channels: Sequence[str]
+    step: BuildStep, text: str, channels: Sequence[str], *, staging: Path | None = None
 ) -> BuildFailedError | SourceFetchError | DependencyError:
-    """Turn the engine's message into one line that names the cause and the fix."""
+    """Turn the engine's message into one line that names the cause and the fix.
+
+    ``staging`` is the engine's output folder, where it keeps a failed build's work folder.
+    """
     reason = text.strip().splitlines()[0] if text.strip() else "no message"
     reason = reason.removeprefix("PyRattlerBuildError: ")
     name = step.describe()
@@ -236,6 +251,19 @@ def classify_build_error(
         return SourceFetchError(
             f"a source of {name} could not be fetched ({reason}): {urls}",
             fix="build where these URLs are reachable, or check the url and sha256 in the recipe",
+        )
+    if reason.startswith("Patch application error"):
+        patch = _failed_patch(step.output, text)
+        return BuildFailedError(
+            f"a patch of {name} does not apply ({patch or 'which one: see the hunk above'}): {reason}",
+            fix="refresh the patch against the pinned upstream commit (patches/README.md says how)",
+        )
+    if reason.startswith("No license files were copied"):
+        missing = _missing_licences(step.output, staging)
+        return BuildFailedError(
+            f"building {name} failed: {reason}"
+            + (f"; not in the work folder after the build script: {', '.join(missing)}" if missing else ""),
+            fix="the build script must leave every about.license_file in place (copy it, do not move it)",
         )
     if "resolve dependencies" in reason.lower() or "solve" in reason.lower():
         return DependencyError(
@@ -246,6 +274,32 @@ def classify_build_error(
         f"building {name} failed: {reason}",
         fix="read the build log above; rerun with --keep-build to keep its work folder",
     )
+
+
+def _missing_licences(output: RenderedOutput, staging: Path | None) -> list[str]:
+    """The output's license_file entries that match nothing in the newest work folder under ``staging``."""
+    works = sorted(staging.glob("bld/*/work"), key=lambda p: p.stat().st_mtime) if staging else []
+    if not works:
+        return []
+    files = output.engine_variant.recipe.to_dict().get("about", {}).get("license_file") or []
+    return [str(f) for f in ([files] if isinstance(files, str) else files) if not any(works[-1].glob(str(f)))]
+
+
+def _failed_patch(output: RenderedOutput, text: str) -> str | None:
+    """The recipe's patch file that holds the hunk the engine could not apply (its message shows the hunk)."""
+    _, _, hunk = text.partition("Hunk content:")
+    # The hunk's lines as the engine prints them (its header spaced differently): each must be in the patch.
+    body = [line for line in hunk.splitlines()[2:] if line.strip()]
+    if not body:
+        return None
+    recipe_dir = Path(str(output.engine_variant.recipe_path)).parent
+    for source in output.engine_variant.recipe.sources:
+        for patch in source.to_dict().get("patches") or ():
+            path = recipe_dir / str(patch)
+            lines = set(path.read_text(errors="replace").splitlines()) if path.is_file() else set()
+            if all(line in lines for line in body):
+                return str(patch)
+    return None
 
 
 def _source_urls(output: RenderedOutput) -> list[str]:

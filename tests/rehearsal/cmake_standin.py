@@ -1,0 +1,411 @@
+"""Stand-in for CMake (conda-forge's ``cmake``) in the rehearsal's stub channel, installed as ``bin/cmake``.
+
+It takes the command lines the real build scripts give CMake (configure, ``--build``, ``--install``), keeps
+the configure arguments the way CMake's cache does (the last ``-D`` of a name wins), and instead of
+compiling upstream's C++ makes the files the real build makes, from the arguments it was given, with the
+build's own compiler: real aarch64 ELF files (one object, made of tests/rehearsal/standin.c).
+
+- LLVM (a source folder whose CMakeLists.txt says ``project(LLVM``): configure writes ``--graphviz``'s link
+  graph of the stand-in's libraries (for the ``LLVM_TARGETS_TO_BUILD`` and ``LLVM_ENABLE_PROJECTS``) and
+  checks ``LLVM_DISTRIBUTION_COMPONENTS`` as LLVM's CMake does (each one exists, each library's links are
+  in it); the install (``--install``, or ``--build --target install[-distribution]``) puts into the install
+  prefix the arguments name one static archive per library (``.so`` when ``BUILD_SHARED_LIBS=ON``; the
+  shared libLTO and libRemarks that a full install adds), the headers, the CMake packages and the tablegens:
+  the distribution's components only, when it is set.
+- FlagTree (``project(triton``): configure checks what FlagTree's CMake finds (MLIR's and LLVM's CMake
+  packages under ``LLVM_LIBRARY_DIR``, pybind11); ``--build`` links ``libtriton.so`` against every plain
+  library FlagTree's CMakeLists.txt links (``z``, ``stdc++fs``) with the build's LDFLAGS, so a library no
+  host requirement provides fails with the linker's own message, and puts ``libTritonCPURuntime.so`` and
+  sleef's ``libsleef.so`` beside it in ``CMAKE_LIBRARY_OUTPUT_DIRECTORY``; ``--install`` installs sleef's
+  files (its only install rules) into the prefix, and refuses one outside the build's folders.
+
+What it cannot show: whether upstream's C++ compiles with this compiler, which libraries a real LLVM build
+makes and links (its graph is a small subset, with simplified links), whether the LLVM/MLIR libraries
+FlagTree names are really linked into libtriton.so, and anything a real CMake would find or reject that is
+not named above.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+VERSION = "3.31.6"
+CACHE = "standin-cmake-cache.json"
+# The stub package installs this file as bin/cmake and standin.c beside it in share/cmake-standin/.
+STANDIN_C = Path(__file__).resolve().parent.parent / "share" / "cmake-standin" / "standin.c"
+# The stand-in's LLVM: a subset of the libraries a real LLVM + MLIR build (AArch64 target) makes, each with
+# some of the libraries it links, enough for FlagTree's links and their closure to be found in it and for
+# what a full install adds (the shared libLTO and libRemarks that LLVM builds even for static builds, and
+# libraries nothing of FlagTree's links) to show. A real LLVM has several hundred libraries.
+_MLIR_DIALECT_LINKS = ("MLIRIR", "MLIRSupport")
+LLVM_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "LLVMDemangle": (),
+    "LLVMSupport": ("LLVMDemangle",),
+    "LLVMTargetParser": ("LLVMSupport",),
+    "LLVMBinaryFormat": ("LLVMSupport", "LLVMTargetParser"),
+    "LLVMRemarks": ("LLVMBitstreamReader", "LLVMSupport"),
+    "LLVMBitstreamReader": ("LLVMSupport",),
+    "LLVMCore": ("LLVMBinaryFormat", "LLVMRemarks", "LLVMSupport", "LLVMTargetParser"),
+    "LLVMMC": ("LLVMSupport", "LLVMBinaryFormat", "LLVMTargetParser"),
+    "LLVMMCParser": ("LLVMMC", "LLVMSupport"),
+    "LLVMAsmParser": ("LLVMBinaryFormat", "LLVMCore", "LLVMSupport"),
+    "LLVMIRReader": ("LLVMAsmParser", "LLVMCore", "LLVMSupport"),
+    "LLVMAnalysis": ("LLVMCore", "LLVMSupport", "LLVMTargetParser"),
+    "LLVMTransformUtils": ("LLVMAnalysis", "LLVMCore", "LLVMSupport"),
+    "LLVMTarget": ("LLVMAnalysis", "LLVMCore", "LLVMMC", "LLVMSupport", "LLVMTargetParser"),
+    "LLVMCodeGen": ("LLVMAnalysis", "LLVMCore", "LLVMMC", "LLVMTarget", "LLVMTransformUtils"),
+    "LLVMPasses": ("LLVMAnalysis", "LLVMCodeGen", "LLVMCore", "LLVMTarget", "LLVMTransformUtils"),
+    "LLVMLTO": ("LLVMCodeGen", "LLVMCore", "LLVMPasses"),
+    "LLVMAArch64Info": ("LLVMMC", "LLVMSupport"),
+    "LLVMAArch64Utils": ("LLVMCore", "LLVMSupport"),
+    "LLVMAArch64Desc": ("LLVMAArch64Info", "LLVMAArch64Utils", "LLVMMC", "LLVMSupport"),
+    "LLVMAArch64CodeGen": (
+        "LLVMAArch64Desc",
+        "LLVMAArch64Info",
+        "LLVMAArch64Utils",
+        "LLVMCodeGen",
+        "LLVMCore",
+    ),
+    "LLVMAArch64AsmParser": ("LLVMAArch64Desc", "LLVMAArch64Info", "LLVMMC", "LLVMMCParser"),
+    "MLIRSupport": ("LLVMSupport",),
+    "MLIRIR": ("MLIRSupport", "LLVMSupport"),
+    **dict.fromkeys(
+        [
+            "MLIRPass",
+            "MLIRTransforms",
+            "MLIRTransformUtils",
+            "MLIRRewrite",
+            "MLIRAnalysis",
+            "MLIRDialectUtils",
+            "MLIRBytecodeWriter",
+            "MLIRLLVMDialect",
+            "MLIRTargetLLVMIRExport",
+            "MLIRBuiltinToLLVMIRTranslation",
+            "MLIRLLVMToLLVMIRTranslation",
+            "MLIRNVVMToLLVMIRTranslation",
+            "MLIRROCDLToLLVMIRTranslation",
+            "MLIRAMXToLLVMIRTranslation",
+            "MLIRControlFlowToLLVM",
+            "MLIRArithToLLVM",
+            "MLIRFuncToLLVM",
+            "MLIRIndexToLLVM",
+            "MLIRSCFToControlFlow",
+            "MLIRReconcileUnrealizedCasts",
+            "MLIRUBToLLVM",
+            "MLIRMathToLLVM",
+            "MLIRMathToLibm",
+            "MLIRVectorToSCF",
+            "MLIRVectorToLLVMPass",
+            "MLIRAffineToStandard",
+            "MLIRAffineDialect",
+            "MLIRVectorDialect",
+            "MLIRVectorTransforms",
+            "MLIRMemRefToLLVM",
+            "MLIRMemRefTransforms",
+            "MLIRMemRefDialect",
+            "MLIRArithDialect",
+            "MLIRMathDialect",
+            "MLIRSCFDialect",
+            "MLIRGPUDialect",
+            "MLIRGPUToNVVMTransforms",
+            "MLIRGPUToROCDLTransforms",
+            "MLIRGPUTransforms",
+            "MLIRSPIRVDialect",
+            "MLIRPresburger",
+        ],
+        _MLIR_DIALECT_LINKS,
+    ),
+}
+# Shared libraries a full LLVM build makes even with BUILD_SHARED_LIBS=OFF (tools/lto, tools/remarks-shlib).
+LLVM_SHARED = {"LTO": ("LLVMLTO",), "Remarks": ("LLVMRemarks",)}
+LLVM_EXECUTABLES = ("llvm-tblgen", "mlir-tblgen", "mlir-opt")
+# Distribution components that are no target of the graph: headers and CMake packages.
+HEADER_FILES = {"llvm-headers": "include/llvm/IR/Module.h", "mlir-headers": "include/mlir/IR/Operation.h"}
+CMAKE_PACKAGES = {"cmake-exports": ("LLVM", "llvm"), "mlir-cmake-exports": ("MLIR", "mlir")}
+TABLEGENS = ("llvm-tblgen", "mlir-tblgen")
+# Arguments of target_link_libraries/link_libraries that are no library name.
+CMAKE_KEYWORDS = {"PRIVATE", "PUBLIC", "INTERFACE", "debug", "optimized", "general"}
+
+
+def fail(message: str) -> None:
+    print(f"CMake Error (rehearsal stand-in): {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def run(argv: list[str]) -> None:
+    print("+ " + shlex.join(argv), file=sys.stderr)
+    done = subprocess.run(argv, check=False)
+    if done.returncode != 0:
+        fail(f"{Path(argv[0]).name} exited with {done.returncode}")
+
+
+def compile_object(build: Path) -> Path:
+    cc = os.environ.get("CC") or fail("CC is not set (the compiler package's activation sets it)")
+    obj = build / "standin.o"
+    if not obj.exists():
+        run(
+            [
+                *shlex.split(str(cc)),
+                *shlex.split(os.environ.get("CFLAGS", "")),
+                "-c",
+                str(STANDIN_C),
+                "-o",
+                str(obj),
+            ]
+        )
+    return obj
+
+
+def archive(build: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    ar = os.environ.get("AR") or fail("AR is not set (the compiler package's activation sets it)")
+    run([str(ar), "rcs", str(target), str(compile_object(build))])
+
+
+def shared_library(build: Path, target: Path, libraries: list[str] = (), soname: str | None = None) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cxx = os.environ.get("CXX") or fail("CXX is not set (the compiler package's activation sets it)")
+    argv = [*shlex.split(str(cxx)), "-shared", "-o", str(target), str(compile_object(build))]
+    if soname:
+        argv.append(f"-Wl,-soname,{soname}")
+    argv += shlex.split(os.environ.get("LDFLAGS", ""))
+    argv += ["-Wl,--no-as-needed", *(f"-l{name}" for name in libraries)]
+    run(argv)
+
+
+def executable(build: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC") or fail("CC is not set")
+    run([*shlex.split(str(cc)), "-DSTANDIN_MAIN", str(STANDIN_C), "-o", str(target)])
+
+
+def project_of(source: Path) -> str:
+    lists = source / "CMakeLists.txt"
+    if not lists.is_file():
+        fail(f'The source directory "{source}" does not appear to contain CMakeLists.txt.')
+    found = re.search(
+        r"^\s*project\s*\(\s*(\w+)", lists.read_text(errors="replace"), re.MULTILINE | re.IGNORECASE
+    )
+    return found.group(1) if found else fail(f"{lists} has no project() command")
+
+
+def plain_link_libraries(source: Path) -> list[str]:
+    """Every plain library name (no variable, no CMake target) FlagTree's CMakeLists.txt links."""
+    text = (source / "CMakeLists.txt").read_text(errors="replace")
+    names: list[str] = []
+    for command, args in re.findall(r"\b(target_link_libraries|link_libraries)\s*\(([^)]*)\)", text):
+        words = args.split()
+        if command == "target_link_libraries":
+            words = words[1:]  # the target being linked
+        for word in words:
+            if word in CMAKE_KEYWORDS or "$" in word or word in names:
+                continue
+            if re.fullmatch(r"[A-Za-z0-9_+.-]+", word) and not word[0].isupper():
+                names.append(word)
+    return names
+
+
+def configure(argv: list[str]) -> None:
+    source, build, defines = None, Path.cwd(), {}
+    graphviz: Path | None = None
+    args = iter(argv)
+    for arg in args:
+        if arg == "-S":
+            source = Path(next(args))
+        elif arg == "-B":
+            build = Path(next(args))
+        elif arg == "-G":
+            next(args)
+        elif arg.startswith("--graphviz="):
+            graphviz = Path(arg.partition("=")[2])
+        elif arg.startswith("-D"):
+            name, _, value = arg[2:].partition("=")
+            defines[name.split(":")[0]] = value.strip("'\"")
+        elif not arg.startswith("-"):
+            source = Path(arg)
+    if source is None:
+        fail("no source directory given")
+    source = source.resolve()
+    project = project_of(source)
+    build.mkdir(parents=True, exist_ok=True)
+    cache = build / CACHE
+    if cache.is_file():  # a second configure of the same build keeps the earlier -D values, as CMake's cache
+        defines = {**json.loads(cache.read_text())["defines"], **defines}
+    if project == "triton":
+        check_flagtree_configure(source, defines)
+    if project == "LLVM":
+        libraries = llvm_libraries(defines)
+        check_distribution(libraries, defines)
+        if graphviz is not None:
+            graphviz.write_text(link_graph(libraries))
+    (build / CACHE).write_text(json.dumps({"source": str(source), "project": project, "defines": defines}))
+    print(f"-- Configuring done (stand-in, project {project})\n-- Build files have been written to: {build}")
+
+
+def check_flagtree_configure(source: Path, defines: dict[str, str]) -> None:
+    """What FlagTree's CMakeLists.txt needs found at configure time, as find_package reports it missing."""
+    lib_dir = defines.get("LLVM_LIBRARY_DIR") or fail("LLVM_LIBRARY_DIR is not set (setup.py passes it)")
+    for package, folder in (("MLIR", "mlir"), ("LLVM", "llvm")):
+        config = Path(lib_dir) / "cmake" / folder / f"{package}Config.cmake"
+        if not config.is_file():
+            fail(f'Could not find a package configuration file provided by "{package}" ({config} is missing)')
+    pybind = defines.get("pybind11_DIR")
+    if pybind and not Path(pybind).is_dir():
+        fail(f'Could not find a package configuration file provided by "pybind11" (pybind11_DIR={pybind})')
+    if not (source / "third_party" / "cpu" / "CMakeLists.txt").exists():
+        fail(f"{source}/third_party/cpu/CMakeLists.txt is missing (the backend links are not made)")
+
+
+def load(build: Path) -> dict[str, object]:
+    cache = build / CACHE
+    if not cache.is_file():
+        fail(f"{build} is not a CMake build directory (no configure step ran)")
+    data = json.loads(cache.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def build_step(argv: list[str]) -> None:
+    build = Path(argv[0]).resolve()
+    state = load(build)
+    if "--target" in argv and argv[argv.index("--target") + 1] == "mlir-doc":
+        return  # FlagTree's docs: nothing to package
+    if state["project"] != "triton":
+        target = argv[argv.index("--target") + 1] if "--target" in argv else "all"
+        if target in {"install", "install-distribution"}:
+            install_step([argv[0]])
+        return  # LLVM's archives are made at install time from the recorded arguments
+    defines = state["defines"]
+    assert isinstance(defines, dict)
+    out = Path(defines.get("CMAKE_LIBRARY_OUTPUT_DIRECTORY") or fail("no CMAKE_LIBRARY_OUTPUT_DIRECTORY"))
+    libraries = plain_link_libraries(Path(str(state["source"])))
+    shared_library(build, out / "libtriton.so", libraries)
+    shared_library(build, out / "libTritonCPURuntime.so")
+    shared_library(build, out / "libsleef.so.3", soname="libsleef.so.3")
+    (out / "libsleef.so").unlink(missing_ok=True)
+    (out / "libsleef.so").symlink_to("libsleef.so.3")
+
+
+def install_step(argv: list[str]) -> None:
+    build = Path(argv[0]).resolve()
+    state = load(build)
+    defines = state["defines"]
+    assert isinstance(defines, dict)
+    prefix = Path(argv[argv.index("--prefix") + 1]) if "--prefix" in argv else None
+    prefix = prefix or Path(defines.get("CMAKE_INSTALL_PREFIX", "/usr/local"))
+    libdir = prefix / defines.get("CMAKE_INSTALL_LIBDIR", "lib")
+    if state["project"] == "triton":
+        inside = [os.environ.get(v) for v in ("SRC_DIR", "PREFIX")]
+        if not any(d and prefix.resolve().is_relative_to(Path(d).resolve()) for d in inside):
+            fail(
+                f"install prefix {prefix} is outside the build's folders (set CMAKE_INSTALL_PREFIX or --prefix)"
+            )
+        (prefix / "include").mkdir(parents=True, exist_ok=True)
+        (prefix / "include" / "sleef.h").write_text("/* stand-in */\n")
+        shared_library(build, libdir / "libsleef.so.3", soname="libsleef.so.3")
+        return
+    install_llvm(build, defines, prefix, libdir)
+
+
+def on(defines: dict[str, str], name: str) -> bool:
+    return defines.get(name, "").upper() in {"ON", "1", "TRUE", "YES"}
+
+
+def llvm_libraries(defines: dict[str, str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The libraries this LLVM configuration builds: name -> (graphviz shape, the libraries it links)."""
+    targets = defines.get("LLVM_TARGETS_TO_BUILD", "all").split(";")
+    shared = on(defines, "BUILD_SHARED_LIBS")
+    found: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name, links in LLVM_LIBRARIES.items():
+        target = re.match(r"LLVM(AArch64)", name)
+        if target and not ({"all", target.group(1)} & set(targets)):
+            continue
+        if name.startswith("MLIR") and "mlir" not in defines.get("LLVM_ENABLE_PROJECTS", "").split(";"):
+            continue
+        found[name] = ("doubleoctagon" if shared else "octagon", links)
+    for name, links in LLVM_SHARED.items():
+        found[name] = ("doubleoctagon", links)
+    return found
+
+
+def link_graph(libraries: dict[str, tuple[str, tuple[str, ...]]]) -> str:
+    """CMake's --graphviz output for these libraries (nodes, then edges), plus the executables and a system lib."""
+    names = [*libraries, *LLVM_EXECUTABLES, "pthread"]
+    ids = {name: f"node{index}" for index, name in enumerate(names)}
+    lines = ['digraph "LLVM" {', "node [", '  fontsize = "12"', "];"]
+    for name in names:
+        shape = libraries[name][0] if name in libraries else ("septagon" if name == "pthread" else "egg")
+        lines.append(f'    "{ids[name]}" [ label = "{name}", shape = {shape} ];')
+        for link in libraries.get(name, ("", ()))[1]:
+            lines.append(f'    "{ids[name]}" -> "{ids[link]}" [ style = dotted ] // {name} -> {link}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def distribution(defines: dict[str, str]) -> list[str] | None:
+    found = [c for c in defines.get("LLVM_DISTRIBUTION_COMPONENTS", "").split(";") if c]
+    return found or None
+
+
+def check_distribution(libraries: dict[str, tuple[str, tuple[str, ...]]], defines: dict[str, str]) -> None:
+    """What LLVM's CMake checks of LLVM_DISTRIBUTION_COMPONENTS: each exists, each library's links are in it."""
+    components = distribution(defines)
+    if components is None:
+        return
+    known = {*libraries, *LLVM_EXECUTABLES, *HEADER_FILES, *CMAKE_PACKAGES}
+    for component in components:
+        if component not in known:
+            fail(f"Specified distribution component '{component}' doesn't have an install target")
+        for link in libraries.get(component, ("", ()))[1]:
+            if link not in components:
+                fail(
+                    f'install(EXPORT "LLVMExports" ...) includes target "{component}" which requires target '
+                    f'"{link}" that is not in any export set.'
+                )
+
+
+def install_llvm(build: Path, defines: dict[str, str], prefix: Path, libdir: Path) -> None:
+    libraries = llvm_libraries(defines)
+    components = distribution(defines)
+    wanted = components if components is not None else [*libraries, *HEADER_FILES, *CMAKE_PACKAGES]
+    if components is None and on(defines, "LLVM_INSTALL_UTILS"):
+        wanted += ["llvm-tblgen", "mlir-tblgen"]
+    for name in wanted:
+        if name in libraries:
+            if libraries[name][0] == "doubleoctagon":
+                shared_library(build, libdir / f"lib{name}.so")
+            else:
+                archive(build, libdir / f"lib{name}.a")
+        elif name in LLVM_EXECUTABLES:
+            executable(build, prefix / "bin" / name)
+        elif name in HEADER_FILES:
+            header = prefix / HEADER_FILES[name]
+            header.parent.mkdir(parents=True, exist_ok=True)
+            header.write_text("/* stand-in header of the rehearsal's LLVM */\n")
+        elif name in CMAKE_PACKAGES:
+            package, folder = CMAKE_PACKAGES[name]
+            config = libdir / "cmake" / folder / f"{package}Config.cmake"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(f"# stand-in {package}Config.cmake of the rehearsal's LLVM (prefix {prefix})\n")
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--version"]:
+        print(f"cmake version {VERSION}")
+    elif argv[:1] == ["--build"]:
+        build_step(argv[1:])
+    elif argv[:1] == ["--install"]:
+        install_step(argv[1:])
+    else:
+        configure(argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

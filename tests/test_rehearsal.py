@@ -1,0 +1,399 @@
+"""The rehearsal: the real recipe/recipe.yaml built by the real engine, offline, every output, then installed.
+
+Only what cannot exist here is replaced: upstream's sources by local stand-in repositories (with
+``FLAGTREE_SRC``, FlagTree is the real checkout), conda-forge by a stub channel, the C++ compile by a stand-in
+cmake (tests/_rehearsal_channel.py, tests/_rehearsal_sources.py; tests/README.md has the table of what runs for
+real). Then each mutation of a copy of the recipe must make the same pipeline fail, naming the cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from rattler.package_streaming import extract
+
+from _rehearsal import build, copy_recipe, requirement_names, write_variants
+from _rehearsal_channel import PY, SITE, TARGET, build_rehearsal_channel, stub_names
+from _rehearsal_sources import (
+    FLAGTREE_PATCHES,
+    FLAGTREE_PLAIN_LIBRARIES,
+    ROOT,
+    Sources,
+    make_sources,
+    synthesize_flagtree,
+)
+from _tools import aarch64_gcc, require_executable
+from conftest import DEAD_PROXY
+from flagtree_feedstock.channel import index_channel, smoke_install
+from flagtree_feedstock.cli import main
+from flagtree_feedstock.errors import FeedstockError
+
+pytestmark = pytest.mark.rehearsal
+
+OUTPUTS = ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu")
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy")
+
+
+@pytest.fixture(scope="session")
+def offline_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The dead proxy of conftest.py for the session-scoped builds (they start before its autouse fixture),
+    and a package cache of the session's own: the engine's package test reads a package's tests from the copy
+    of the same file name in rattler's cache, so a package rebuilt under the same build string (the same
+    variant, another recipe) was tested with an earlier build's tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RATTLER_CACHE_DIR", str(tmp_path_factory.mktemp("rattler-cache")))
+        for name in PROXY_VARIABLES:
+            patch.setenv(name, DEAD_PROXY)
+        for name in ("no_proxy", "NO_PROXY"):
+            patch.delenv(name, raising=False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def stub_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None) -> Path:
+    require_executable("git", "git")
+    cc = aarch64_gcc()
+    work = tmp_path_factory.mktemp("stub-work")
+    # The compilers of the recipe's variant (c_compiler_version and cxx_compiler_version are zipped).
+    gcc_major = int(str(_variant(ROOT, "c_compiler_version")))
+    return build_rehearsal_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc, gcc_major)
+
+
+@pytest.fixture(scope="session")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> Sources:
+    flagtree_src = os.environ.get("FLAGTREE_SRC")
+    llvm_commit = str(_variant(ROOT, "llvm_commit"))
+    return make_sources(
+        tmp_path_factory.mktemp("github"),
+        llvm_commit=llvm_commit,
+        flagtree_src=Path(flagtree_src) if flagtree_src else None,
+    )
+
+
+def _variant(root: Path, key: str) -> object:
+    for path in (root / "recipe" / "conda_build_config.yaml", root / "conda_build_config.yaml"):
+        if path.is_file():
+            data = yaml.safe_load(path.read_text()) or {}
+            if key in data:
+                return data[key][0]
+    raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """The built channel of the real recipe and what it was built with."""
+
+    channel: Path
+    stub_channel: Path
+    variant_file: Path
+    sources: Sources
+
+
+@pytest.fixture(scope="session")
+def rehearsal(
+    tmp_path_factory: pytest.TempPathFactory, stub_channel: Path, sources: Sources, offline_session: None
+) -> Rehearsal:
+    """Every output of the real recipe, built in render order: package tests run where they can (see README)."""
+    folder = tmp_path_factory.mktemp("rehearsal")
+    variant_file = write_variants(ROOT, sources, folder / "variants.yaml")
+    missing = sorted(requirement_names(ROOT, variant_file) - stub_names(stub_channel))
+    if missing:
+        pytest.fail(
+            f"the recipe needs {', '.join(missing)}, which the stub channel lacks: add to tests/_rehearsal_channel.py"
+        )
+    channel = folder / "channel"
+    # flagtree-cpu's import and script tests need its aarch64 libraries loaded by python: not here.
+    for name, test in (("flagtree-llvm", True), ("flagtree-doctor", True), ("flagtree-cpu", False)):
+        build(ROOT, variant_file, channel, stub_channel, names=[name], test=test)
+    return Rehearsal(channel=channel, stub_channel=stub_channel, variant_file=variant_file, sources=sources)
+
+
+def _package(channel: Path, name: str) -> Path:
+    (found,) = [p for p in channel.glob(f"*/{name}-*.conda") if p.name.rsplit("-", 2)[0] == name]
+    return found
+
+
+def test_every_output_is_built_for_its_platform(rehearsal: Rehearsal) -> None:
+    subdirs = {name: _package(rehearsal.channel, name).parent.name for name in OUTPUTS}
+    assert subdirs == {"flagtree-llvm": TARGET, "flagtree-doctor": "noarch", "flagtree-cpu": TARGET}
+
+
+def test_flagtree_cpu_holds_aarch64_libraries_linked_against_zlib(
+    rehearsal: Rehearsal, tmp_path: Path
+) -> None:
+    readelf = require_executable("readelf", "binutils")
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
+    libtriton = tmp_path / SITE / "triton" / "_C" / "libtriton.so"
+    header = subprocess.run(
+        [readelf, "-h", str(libtriton)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "AArch64" in header
+    dynamic = subprocess.run(
+        [readelf, "-d", str(libtriton)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "[libz.so.1]" in dynamic
+
+
+def test_flagtree_cpu_depends_on_what_its_build_exports(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
+    import json  # noqa: PLC0415
+
+    depends = json.loads((tmp_path / "info" / "index.json").read_text())["depends"]
+    names = {spec.split()[0] for spec in depends}
+    # Run exports: python's python_abi, the compilers' libgcc/libstdcxx, zlib's libzlib, the sysroot's __glibc.
+    assert {"python_abi", "libgcc", "libstdcxx", "libzlib", "__glibc"} <= names
+    assert f"python_abi {PY}.* *_cp{PY.replace('.', '')}" in depends
+
+
+def test_index_install_from_the_channel_and_activate(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    """`flagtree-feedstock channel index`, then a real solve and install of flagtree-cpu, then its activation."""
+    for repodata in rehearsal.channel.glob("*/repodata.json"):
+        repodata.unlink()
+    assert main(["channel", "index", str(rehearsal.channel)]) == 0
+    prefix = tmp_path / "env"
+    installed = smoke_install(
+        rehearsal.channel,
+        ["flagtree-cpu"],
+        prefix=prefix,
+        platform=TARGET,
+        extra_channels=[rehearsal.stub_channel.as_uri()],
+    )
+    names = {p.name for p in installed}
+    assert {"flagtree-cpu", "flagtree-doctor", "python", "libzlib", "pytorch"} <= names
+    assert "flagtree-llvm" not in names  # linked statically: a build-time dependency only
+    _check_activation(prefix)
+
+
+ACTIVATION_CHECK = r"""
+set -euo pipefail
+export CONDA_PREFIX="$1"
+snapshot() { env | grep -v '^_=' | sort; }
+before="$(snapshot)"
+for script in "${CONDA_PREFIX}"/etc/conda/activate.d/*.sh; do . "${script}"; done
+echo "FLAGTREE_BACKEND=${FLAGTREE_BACKEND}"
+echo "TRITON_SYS_PATH=${TRITON_SYS_PATH}"
+echo "CC=${CC}"
+for script in "${CONDA_PREFIX}"/etc/conda/deactivate.d/*.sh; do . "${script}"; done
+after="$(snapshot)"
+if [[ "${before}" != "${after}" ]]; then
+  echo "deactivate did not restore the environment:" >&2
+  diff <(echo "${before}") <(echo "${after}") >&2 || true
+  exit 3
+fi
+"""
+
+
+def _check_activation(prefix: Path) -> None:
+    """Source the installed activation under ``set -u`` (unset and preset variables), then deactivate."""
+    bash = require_executable("bash", "bash")
+    for preset in ({}, {"FLAGTREE_BACKEND": "nvidia", "TRITON_SYS_PATH": "/opt/old", "CC": "cc"}):
+        env = {"PATH": os.environ["PATH"], "HOME": str(prefix), **preset}
+        done = subprocess.run(
+            [bash, "-c", ACTIVATION_CHECK, "check", str(prefix)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"activation with {preset or 'nothing set'}: {done.stderr.strip()}"
+        # An unset CC becomes the environment's gcc (gxx's gcc), a user's CC is kept.
+        cc = preset.get("CC", f"{prefix}/bin/gcc")
+        assert done.stdout.splitlines() == ["FLAGTREE_BACKEND=cpu", f"TRITON_SYS_PATH={prefix}", f"CC={cc}"]
+
+
+def test_flagtree_plain_libraries_match_upstream() -> None:
+    """The stand-in cmake links what FlagTree's CMake links (FLAGTREE_SRC): the root CMakeLists.txt's plain
+    libraries (its reading), and every plain library of any of FlagTree's CMake files (test_recipe_dependencies'
+    scan); the synthesized tree carries the same list."""
+    flagtree_src = os.environ.get("FLAGTREE_SRC")
+    if not flagtree_src:
+        pytest.skip("FLAGTREE_SRC is not set (a checkout of FlagTree at flagtree_commit)")
+    import importlib.util  # noqa: PLC0415
+
+    from test_recipe_dependencies import plain_libraries  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(
+        "cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    linked = tuple(module.plain_link_libraries(Path(flagtree_src)))
+    assert linked == FLAGTREE_PLAIN_LIBRARIES
+    assert set(plain_libraries([Path(flagtree_src)])) <= set(linked)
+
+
+# --- mutations: each applied to a copy of the recipe; the same pipeline must fail and name the cause ---
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"the mutation's target is not in {path.name}: {old!r}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def _mutated_build(
+    rehearsal: Rehearsal, tmp_path: Path, caplog: pytest.LogCaptureFixture, mutate: object
+) -> tuple[Path, str]:
+    """Build flagtree-cpu from a mutated copy (flagtree-llvm and -doctor reused); return (channel, failure)."""
+    root = copy_recipe(tmp_path / "copy")
+    assert callable(mutate)
+    mutate(root)
+    channel = tmp_path / "channel"
+    shutil.copytree(rehearsal.channel, channel)
+    # Same variant, same build string: the engine would reuse the baseline's flagtree-cpu.
+    _package(channel, "flagtree-cpu").unlink()
+    index_channel(channel)
+    try:
+        with caplog.at_level(logging.ERROR, logger="flagtree_feedstock"):
+            build(
+                root,
+                write_variants(root, rehearsal.sources, tmp_path / "variants.yaml"),
+                channel,
+                rehearsal.stub_channel,
+                names=["flagtree-cpu"],
+                test=False,
+            )
+    except FeedstockError as exc:
+        return channel, f"{exc}\n{caplog.text}"
+    return channel, ""
+
+
+def _expect(failure: str, *causes: str, in_log: bool = False) -> None:
+    """The mutated build failed and names each cause: in its one-line error, or (``in_log``) in the first
+    error lines of the build log that the toolkit shows with it. Prints them (``pytest -rP``)."""
+    assert failure, "the mutated build passed"
+    error, _, log = failure.partition("\n")
+    first_errors = log.partition("the end of ")[0] if in_log else ""
+    for cause in causes:
+        assert cause in (first_errors if in_log else error), failure
+    named = [line.strip() for line in first_errors.splitlines() if any(cause in line for cause in causes)]
+    print("mutation failure:", error, *dict.fromkeys(named), sep="\n  ")
+
+
+def test_mutation_a_licence_file_the_build_script_removed(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        with (root / "recipe" / "build-flagtree.sh").open("a") as script:
+            script.write('rm "${SRC_DIR}/third_party/flagtree-cpu/LICENSE"\n')
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    _expect(
+        failure, "No license files were copied", "after the build script: third_party/flagtree-cpu/LICENSE"
+    )
+
+
+def test_mutation_a_package_contents_file_the_build_does_not_make(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        _replace(
+            root / "recipe" / "recipe.yaml",
+            "            - lib/python*/site-packages/triton/_C/libtriton.so\n",
+            "            - lib/python*/site-packages/triton/_C/libtriton.so\n"
+            "            - lib/python*/site-packages/triton/_C/libnotbuilt.so\n",
+        )
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    _expect(failure, "libnotbuilt.so")
+
+
+def test_mutation_zlib_removed_from_host(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        # From both recipes, and its pin from the variant file, as the variant check asks.
+        for name in ("recipe.yaml", "meta.yaml"):
+            recipe = root / "recipe" / name
+            text = recipe.read_text()
+            assert re.search(r"^ +- zlib\n", text, re.MULTILINE), f"{name} has no zlib host requirement"
+            recipe.write_text(re.sub(r"^ +- zlib\n", "", text, count=1, flags=re.MULTILINE))
+        for variants in (root / "conda_build_config.yaml", root / "recipe" / "conda_build_config.yaml"):
+            data = yaml.safe_load(variants.read_text())
+            if data.pop("zlib", None) is not None:
+                variants.write_text(yaml.safe_dump(data))
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    _expect(failure, "cannot find -lz", in_log=True)
+
+
+@pytest.mark.parametrize(
+    ("mutation", "expected"),
+    [
+        pytest.param(
+            ("activate.sh", '[ -n "${FLAGTREE_BACKEND+x}" ]', '[ -n "${FLAGTREE_BACKEND}" ]'),
+            "FLAGTREE_BACKEND: unbound variable",
+            id="unbound-under-set-u",
+        ),
+        pytest.param(
+            ("deactivate.sh", "    else\n        unset TRITON_SYS_PATH\n", ""),
+            "deactivate did not restore the environment",
+            id="not-restored",
+        ),
+    ],
+)
+def test_mutation_an_activation_script(rehearsal, tmp_path, caplog, mutation, expected):
+    script, old, new = mutation
+    channel, failure = _mutated_build(
+        rehearsal, tmp_path, caplog, lambda root: _replace(root / "recipe" / script, old, new)
+    )
+    assert not failure, failure
+    prefix = tmp_path / "env"
+    smoke_install(
+        channel,
+        ["flagtree-cpu"],
+        prefix=prefix,
+        platform=TARGET,
+        extra_channels=[rehearsal.stub_channel.as_uri()],
+    )
+    with pytest.raises(AssertionError, match=expected) as raised:
+        _check_activation(prefix)
+    print(f"mutation failure: {raised.value}")
+
+
+def test_mutation_a_patch_that_does_not_apply(rehearsal, tmp_path, caplog):
+    def mutate(root: Path) -> None:
+        patch = next((root / "patches" / "flagtree").glob("0006-*.patch"))
+        text = patch.read_text()
+        # The line it removes is no longer upstream's, as after an upstream rewrite of the same block. (A small
+        # edit of that line is not enough: py-rattler-build 0.73 matches removed lines loosely and applies it;
+        # tests/test_patches.py applies the series with GNU patch and no fuzz against FLAGTREE_SRC for that.)
+        diff = text[text.index("\n@@ ") :].splitlines()
+        removed = next(line for line in diff if line.startswith("-"))
+        _replace(patch, f"\n{removed}\n", "\n-    add_compile_options(-Werror)\n")
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    _expect(failure, "a patch of flagtree-cpu", "0006-Do-not-build-with-Werror.patch")
+
+
+def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
+    """Without FLAGTREE_SRC the stand-in tree is the patches' pre-images: each applies with git, no offset."""
+    git = require_executable("git", "git")
+    tree = tmp_path / "flagtree"
+    synthesize_flagtree(tree)
+    for patch in sorted(FLAGTREE_PATCHES.glob("*.patch")):
+        done = subprocess.run(
+            [git, "apply", "--verbose", str(patch)], cwd=tree, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert "offset" not in done.stderr and "fuzz" not in done.stderr, done.stderr
+    # The stand-in setup.py around upstream's lines still runs.
+    compile((tree / "python" / "setup.py").read_text(), "setup.py", "exec")
+
+
+def test_standin_scripts_pass_shellcheck() -> None:
+    from test_recipe_files import _shellcheck  # noqa: PLC0415
+
+    scripts = sorted((ROOT / "tests" / "rehearsal").glob("*.sh"))
+    assert len(scripts) == 4
+    done = subprocess.run(
+        [_shellcheck(), "--severity=style", "--shell=bash", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
