@@ -6,19 +6,11 @@ The CLI catches :class:`FeedstockError` only at its boundary and prints one line
 
 from __future__ import annotations
 
+from flagtree_doctor.errors import ActionableError
 
-class FeedstockError(Exception):
+
+class FeedstockError(ActionableError):
     """Root of the toolkit's errors: a message, a one-line fix and an exit code."""
-
-    return_code: int = 1
-
-    def __init__(self, message: str, *, fix: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.fix = fix
-
-    def __str__(self) -> str:
-        return f"{self.message} (fix: {self.fix})" if self.fix else self.message
 
 
 class ConfigurationError(FeedstockError):

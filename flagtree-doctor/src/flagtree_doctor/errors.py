@@ -7,8 +7,11 @@ The CLIs catch :class:`DoctorError` only at their boundary and print one line,
 from __future__ import annotations
 
 
-class DoctorError(Exception):
-    """Root of the diagnostics' errors."""
+class ActionableError(Exception):
+    """A message, a one-line fix and the exit status of the command that reports it.
+
+    The root of this distribution's errors, and of the build toolkit's (``flagtree_feedstock.errors``).
+    """
 
     return_code: int = 1
 
@@ -19,6 +22,10 @@ class DoctorError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} (fix: {self.fix})" if self.fix else self.message
+
+
+class DoctorError(ActionableError):
+    """Root of the diagnostics' errors."""
 
 
 class ConfigurationError(DoctorError):
