@@ -27,6 +27,7 @@ PACKAGES: tuple[tuple[str, str, str, str], ...] = (
     ("sysroot_linux-aarch64", "2.17", "h0_0", "noarch"),
     ("cmake", "3.31.6", "h0_0", SUBDIR),
     ("ninja", "1.12.1", "h0_0", SUBDIR),
+    ("ccache", "4.11.3", "h0_0", SUBDIR),
     ("python", "3.10.16", "h0_0_cpython", SUBDIR),
     ("python", "3.11.11", "h0_0_cpython", SUBDIR),
     ("python", "3.12.9", "h0_0_cpython", SUBDIR),

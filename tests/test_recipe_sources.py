@@ -60,3 +60,19 @@ def test_a_mirror_changes_no_build_string(tmp_path: Path) -> None:
     mirrored = render(RECIPE_V1, _variants_with_mirror(tmp_path), target=TARGET, build=TARGET)
     assert {(o.name, o.python): o.build_string for o in mirrored} == default
     assert {name for name, _python in default} == set(OUTPUTS)
+
+
+def test_sources_come_from_github_where_no_variant_file_names_a_mirror() -> None:
+    """conda-smithy's rerender keeps no key that enters no hash: the .ci_support files have no github_url."""
+    assert "\ngithub_url:" not in "".join(path.read_text() for path in VARIANT_FILES)
+    rendered = render(RECIPE_V1, VARIANT_FILES, target=TARGET, build=TARGET)
+    locations = [
+        location
+        for output in rendered
+        for location in _locations(output.engine_variant.recipe.to_dict().get("source", []))
+    ]
+    assert locations
+    assert all(location.startswith("https://github.com/") for location in locations), locations
+    meta_locations = _locations(render_meta()["source"])
+    assert len(meta_locations) == 4
+    assert all(location.startswith("https://github.com/") for location in meta_locations), meta_locations

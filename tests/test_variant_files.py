@@ -286,3 +286,22 @@ def test_broken_yaml_names_the_file_and_where(copy: Copy, capsys: pytest.Capture
         f"flagtree-feedstock: error: variant file {copy.global_file} is not a valid conda_build_config.yaml: "
         "could not find expected ':' at line 4, column 4 (fix: correct the YAML (every key maps to a list of values))"
     )
+
+
+def test_a_key_the_recipes_read_only_with_a_default_may_be_set_or_left_out(
+    copy: Copy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """github_url: the recipes read it as `github_url | default(...)`, so no file must set it, any file may."""
+    assert copy.run(capsys)[0] == 0
+    copy.append(copy.own, 'github_url:\n  - "file:///srv/github-mirror"\n')
+    assert copy.run(capsys)[0] == 0
+
+
+def test_a_key_read_with_a_default_and_also_without_one_is_still_needed(
+    copy: Copy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = copy.recipe_dir / "recipe.yaml"
+    copy.edit(recipe, "documentation: https://mlir.llvm.org/\n", "documentation: ${{ github_url }}\n")
+    code, line = copy.run(capsys)
+    assert code == 2
+    assert "no variant file sets github_url" in line

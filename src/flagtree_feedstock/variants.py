@@ -7,7 +7,8 @@ and the recipe folder's own ``conda_build_config.yaml`` (the feedstock's pins). 
 The check knows which keys the recipes use: the variables of ``recipe.yaml`` and ``meta.yaml`` (jinja2's
 parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names of build and host
 requirements (a variant key of that name pins the requirement). Every key must be one of them; every
-variable no engine defines must be set; a ``python`` host requirement needs a non-empty ``python`` list; a
+variable no engine defines must be set, unless the recipes read it only as ``name | default(...)``; a
+``python`` host requirement needs a non-empty ``python`` list; a
 ``*_commit`` is a full git commit and a ``*_sha256`` a sha256. Each problem is one line naming the file,
 the line and the key, raised as one :class:`ConfigurationError`.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,25 +78,45 @@ def recipe_keys(recipe_dir: Path) -> RecipeKeys:
     import jinja2.meta  # noqa: PLC0415 - find_undeclared_variables
 
     names: set[str] = set()
+    mandatory: set[str] = set()
     requirements: set[str] = set()
     recipes = []
     v1 = recipe_dir / "recipe.yaml"
     if v1.is_file():
         recipes.append(v1)
-        found, requirements = _v1_names(v1.read_text(), jinja2)
+        text = v1.read_text()
+        found, requirements = _v1_names(text, jinja2)
         names |= found
+        mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=True), jinja2)
     meta = recipe_dir / "meta.yaml"
     if meta.is_file():
         recipes.append(meta)
-        names |= _template_names(meta.read_text(), _environment(jinja2, v1=False), jinja2)
+        text = meta.read_text()
+        found = _template_names(text, _environment(jinja2, v1=False), jinja2)
+        names |= found
+        mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=False), jinja2)
     implied = {f"{lang}_{kind}{suffix}" for kind, lang in _calls(recipes) for suffix in ("", "_version")}
-    needed = frozenset(names - _ENGINE_NAMES)
     return RecipeKeys(
         recipes=tuple(recipes),
-        used=frozenset(needed | implied | requirements | _STRUCTURE_KEYS),
-        needed=needed,
+        used=frozenset((names - _ENGINE_NAMES) | implied | requirements | _STRUCTURE_KEYS),
+        needed=frozenset(mandatory - _ENGINE_NAMES),
         python_matrix="python" in requirements,
     )
+
+
+def _defaulted_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401
+    """Variables a recipe reads only as ``name | default(...)``: a variant file may set them, none must."""
+    try:
+        tree = environment.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return set()
+    loads = Counter(n.name for n in tree.find_all(jinja2.nodes.Name) if n.ctx == "load")
+    defaulted = Counter(
+        f.node.name
+        for f in tree.find_all(jinja2.nodes.Filter)
+        if f.name == "default" and isinstance(f.node, jinja2.nodes.Name)
+    )
+    return {name for name, count in defaulted.items() if loads[name] == count}
 
 
 def template_variables(template: str) -> frozenset[str]:
