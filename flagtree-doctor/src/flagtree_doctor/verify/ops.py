@@ -233,7 +233,7 @@ def _fused_mlp(kernels: ModuleType, inputs: _Inputs) -> Trial:
 
     return Trial(
         shape=f"K={k} N={n}",
-        dtype="bfloat16",
+        dtype="bfloat16, 4 roundings",
         op=op,
         reference=lambda: references.fused_mlp(x, gate_b, up_b, gate_s, up_s),
     )
