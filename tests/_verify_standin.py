@@ -12,25 +12,27 @@ What it does as FlagTree does:
   type; a parameter annotated ``tl.constexpr`` becomes a compile-time constant; any other number a runtime
   scalar.
 - Each TLE op reaches memory as ``libTritonCPURuntime.so`` does: from the pointer on, through the tensor's
-  storage (its memory order, not its shape), as many elements as its size operands say. It fails, as an
-  error the real kernel would not give, where the real one would go wrong: a pointer to another element
-  type than the C function reads, memory past the end of the tensor's storage, a runtime int where the op
-  takes an i64 operand (``tle_ops`` casts only ``flash_attn_decode``'s; the MLIR verifier rejects an i32),
-  a runtime ``eps`` (``float()`` of a value has no meaning at compile time), a head size the runtime's
-  256-float stack buffers cannot hold. ``flash_attn_decode`` turns a runtime ``sm_scale`` into 0.0, as its
-  ``tle_ops`` wrapper does.
-- The arithmetic follows the runtime's C sources where this repository's author read them
-  (kevinzs2048/flagtree-cpu: ``runtime_sdot.cpp`` at the pin 19cede7e; ``runtime_swiglu.cpp`` and
-  ``runtime_transformer_layer.cpp`` at 6e261d50, the versions the search index holds; ``tle_ops.py``,
-  ``NeonSdotToLLVM.cpp`` and ``TritonCPUOps.td`` at 19cede7e): fp32 throughout; bf16 results truncated
-  (``vshrn_n_u32(bits, 16)``) except ``flash_attn_decode``'s (round to nearest even); activations quantized
-  per tensor with ``vcvtnq_s32_f32`` (round half to even) over the whole multiple-of-4 part, ``absmax``
-  floored at 1e-8 (``sdot_gemv_fused_bf16``, whose absmax also reads the tail) or 1e-10 (``fused_mlp``);
-  SDOT packing and GEMV over ``K // 4`` and ``N // 4`` blocks, the tails ignored.
+  storage (its memory order, not its shape), as many elements as its size operands say. It raises
+  ``StandInError`` where the real kernel would fail to compile or silently touch the wrong memory: a pointer
+  to another element type than the C function reads, memory past the end of the tensor's storage, a
+  runtime int where the op takes an I64 operand (``tle_ops`` casts only ``flash_attn_decode``'s; the MLIR
+  verifier rejects an i32), a runtime ``eps`` (``float()`` of a value has no meaning at compile time), a
+  head size the runtime's 256-float stack buffers cannot hold. ``flash_attn_decode`` turns a runtime
+  ``sm_scale`` into 0.0, as its ``tle_ops`` wrapper does.
+- The arithmetic follows kevinzs2048/flagtree-cpu as read for issue 17: ``runtime_sdot.cpp``,
+  ``tle_ops.py``, ``NeonSdotToLLVM.cpp`` and ``TritonCPUOps.td`` at the pin 19cede7e; where the search
+  index holds no copy at the pin, the versions it holds (``runtime_swiglu.cpp`` and the rms_norm of
+  ``runtime_transformer_layer.cpp`` at 6e261d50, ``runtime_flash_attn_decode.cpp`` at 0fdf06ea, the older
+  of the two ``runtime_fused_mlp.cpp``). That is: fp32 throughout; bf16 results truncated
+  (``vshrn_n_u32(bits, 16)``), except ``flash_attn_decode``'s (rounded to nearest even); ``fused_mlp`` in
+  fp32 up to one truncation at the end; activations quantized per tensor with ``vcvtnq_s32_f32`` (round
+  half to even) over the multiple-of-4 part, ``absmax`` floored at 1e-8 (``sdot_gemv_fused_bf16``, whose
+  absmax also reads the tail) or 1e-10 (``fused_mlp``); SDOT packing and GEMV over ``K // 4`` and
+  ``N // 4`` blocks, the tails left out.
 
 It is written from those semantics, not from ``references.py``: packing by the C source's index formula,
-softmax in one piece instead of online, the SDOT lanes as a loop. Each op records its launches, so a test
-can check that a reference was given the tensors the kernel was.
+softmax in one piece instead of online, the SDOT lanes as a loop. It records each launch, so a test can
+check that a reference was given the tensors the kernel was.
 
 What it cannot show: that the kernels compile (Triton's front end, the TritonCPU passes, LLVM, the C
 launcher); the runtime's real numerics (the NEON reduction order, swiglu's and fused_mlp's fast exp and
@@ -41,12 +43,12 @@ work; anything about speed. Those need the Arm runners (the package tests with F
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 import sys
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +56,7 @@ import pytest
 import torch
 
 KERNELS_MODULE = "flagtree_doctor.verify._kernels"
+TLE_OPS_MODULE = "triton.language.extra.cpu.tle_ops"
 MAX_HEAD_DIM = 256  # flash_attn_decode's q_fp32[256] and acc[256]
 QUANT_FLOOR_SDOT = 1e-8  # runtime_sdot.cpp at 19cede7e: if (amax < 1e-8f) amax = 1e-8f
 QUANT_FLOOR_MLP = 1e-10  # runtime_fused_mlp.cpp (both stored versions): if (absmax < 1e-10f) ...
@@ -79,10 +82,9 @@ class RuntimeScalar:
 
 @dataclass(frozen=True)
 class Pointer:
-    """A kernel's pointer argument: the tensor it came from, ``offset`` elements on."""
+    """A kernel's pointer argument: the tensor it came from, pointing to its first element."""
 
     tensor: torch.Tensor
-    offset: int = 0
 
     def __add__(self, offsets: torch.Tensor) -> Block:
         return Block(self, offsets)
@@ -118,7 +120,7 @@ class StandIn:
         language.store = _store  # type: ignore[attr-defined]
         extra = types.ModuleType("triton.language.extra")
         cpu = types.ModuleType("triton.language.extra.cpu")
-        tle_ops = types.ModuleType("triton.language.extra.cpu.tle_ops")
+        tle_ops = types.ModuleType(TLE_OPS_MODULE)
         for name, op in TLE_OPS.items():
             setattr(tle_ops, name, op)
         triton.language = language  # type: ignore[attr-defined]
@@ -128,14 +130,21 @@ class StandIn:
         return {m.__name__: m for m in (triton, language, extra, cpu, tle_ops)}
 
 
-@contextmanager
-def install(monkeypatch: pytest.MonkeyPatch) -> Iterator[StandIn]:
-    """The fake ``triton`` in ``sys.modules``, and ``_kernels`` to be imported afresh over it."""
+def install(monkeypatch: pytest.MonkeyPatch) -> StandIn:
+    """The fake ``triton`` in ``sys.modules``, and ``_kernels`` imported afresh over it, until ``monkeypatch`` undoes.
+
+    A module imported while the fakes are in place is removed again too: each entry is first set (which
+    records what was there, or that nothing was) and then deleted.
+    """
     standin = StandIn()
     for name, module in standin.modules().items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delitem(sys.modules, KERNELS_MODULE, raising=False)
-    yield standin
+    package = importlib.import_module(KERNELS_MODULE.rpartition(".")[0])
+    monkeypatch.setitem(sys.modules, KERNELS_MODULE, package)
+    monkeypatch.delitem(sys.modules, KERNELS_MODULE)
+    monkeypatch.setattr(package, "_kernels", None, raising=False)
+    monkeypatch.delattr(package, "_kernels")
+    return standin
 
 
 class JITFunction:
@@ -212,7 +221,7 @@ def _memory(pointer: Pointer, dtype: torch.dtype, count: int, op: str, operand: 
     if tensor.dtype != dtype:
         raise StandInError(f"{op}: {operand} points to {tensor.dtype}; the runtime reads it as {dtype}")
     size = tensor.element_size()
-    start = (tensor.storage_offset() + pointer.offset) * size
+    start = tensor.storage_offset() * size
     storage = tensor.untyped_storage()
     available = (storage.nbytes() - start) // size
     if count < 0 or count > available:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ require_module("torch", "pip install torch==2.13.0")
 
 import torch
 
-from _verify_standin import KERNELS_MODULE, Launch, StandInError, install
+from _verify_standin import KERNELS_MODULE, TLE_OPS_MODULE, Launch, StandIn, StandInError, install
 from flagtree_doctor.verify import references
 from flagtree_doctor.verify.ops import NOT_EXERCISED, OP_NAMES, Outcome, run_ops
 
@@ -59,7 +60,8 @@ def runs() -> dict[str, Run]:
     The fake modules are removed again before any other test runs.
     """
     result = {}
-    with pytest.MonkeyPatch.context() as patch, install(patch) as standin:
+    with pytest.MonkeyPatch.context() as patch:
+        standin = install(patch)
         calls: list[Call] = []
         for name in ("rms_norm", "swiglu", "pack_sdot_weights", "sdot_gemv", "sdot_gemv_fused_bf16",
                      "fused_mlp", "flash_attn_decode", "neon_sdot"):  # fmt: skip
@@ -165,9 +167,13 @@ def test_reference_is_given_the_kernels_tensors(op: str, runs: dict[str, Run]) -
 
 
 @pytest.fixture
-def kernels(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    with install(monkeypatch):
-        yield importlib.import_module(KERNELS_MODULE)
+def standin(monkeypatch: pytest.MonkeyPatch) -> StandIn:
+    return install(monkeypatch)
+
+
+@pytest.fixture
+def kernels(standin: StandIn) -> Any:
+    return importlib.import_module(KERNELS_MODULE)
 
 
 def bf16(*values: float) -> torch.Tensor:
@@ -193,66 +199,70 @@ def test_the_standin_refuses_memory_past_the_end(kernels: Any) -> None:
         kernels.swiglu_kernel[(1,)](base[4:], base, torch.empty(8, dtype=torch.bfloat16), N=8)
 
 
-def test_the_standin_refuses_a_runtime_size_and_a_runtime_eps(monkeypatch: pytest.MonkeyPatch) -> None:
-    with install(monkeypatch) as standin:
-        triton = importlib.import_module("triton")
-        tl = importlib.import_module("triton.language")
-        tle = importlib.import_module("triton.language.extra.cpu.tle_ops")
+def test_the_standin_refuses_a_runtime_size_and_a_runtime_eps(standin: StandIn) -> None:
+    triton, tl, tle = (importlib.import_module(m) for m in ("triton", "triton.language", TLE_OPS_MODULE))
 
-        @triton.jit
-        def runtime_d(x_ptr, w_ptr, out_ptr, D, EPS: tl.constexpr):
-            tle.rms_norm(x_ptr, w_ptr, out_ptr, D, EPS)
+    @triton.jit
+    def runtime_d(x_ptr, w_ptr, out_ptr, D, EPS: tl.constexpr):
+        tle.rms_norm(x_ptr, w_ptr, out_ptr, D, EPS)
 
-        @triton.jit
-        def runtime_eps(x_ptr, w_ptr, out_ptr, D: tl.constexpr, EPS):
-            tle.rms_norm(x_ptr, w_ptr, out_ptr, D, EPS)
+    @triton.jit
+    def runtime_eps(x_ptr, w_ptr, out_ptr, D: tl.constexpr, EPS):
+        tle.rms_norm(x_ptr, w_ptr, out_ptr, D, EPS)
 
-        args = bf16(1, 2, 3, 4), bf16(1, 1, 1, 1), torch.empty(4, dtype=torch.bfloat16)
-        with pytest.raises(StandInError, match=r"rms_norm: D is a runtime i32 and the op's operand is I64"):
-            runtime_d[(1,)](*args, D=4, EPS=1e-6)
-        with pytest.raises(StandInError, match=r"rms_norm: eps is a runtime value"):
-            runtime_eps[(1,)](*args, D=4, EPS=1e-6)
-        assert [launch.kernel for launch in standin.launches] == ["runtime_d", "runtime_eps"]
+    args = bf16(1, 2, 3, 4), bf16(1, 1, 1, 1), torch.empty(4, dtype=torch.bfloat16)
+    with pytest.raises(StandInError, match=r"rms_norm: D is a runtime i32 and the op's operand is I64"):
+        runtime_d[(1,)](*args, D=4, EPS=1e-6)
+    with pytest.raises(StandInError, match=r"rms_norm: eps is a runtime value"):
+        runtime_eps[(1,)](*args, D=4, EPS=1e-6)
+    assert [launch.kernel for launch in standin.launches] == ["runtime_d", "runtime_eps"]
 
 
-def test_a_runtime_sm_scale_is_zero_as_in_tle_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runtime_sm_scale_is_zero_as_in_tle_ops(standin: StandIn) -> None:
     """tle_ops.flash_attn_decode reads sm_scale only as a constant: a runtime value makes attention uniform."""
-    with install(monkeypatch):
-        triton = importlib.import_module("triton")
-        tl = importlib.import_module("triton.language")
-        tle = importlib.import_module("triton.language.extra.cpu.tle_ops")
+    triton, tl, tle = (importlib.import_module(m) for m in ("triton", "triton.language", TLE_OPS_MODULE))
 
-        @triton.jit
-        def runtime_scale(q_ptr, k_ptr, v_ptr, out_ptr, seq_len, SM_SCALE, HEAD_DIM: tl.constexpr):  # noqa: PLR0917
-            tle.flash_attn_decode(
-                q_ptr, k_ptr, v_ptr, out_ptr, seq_len, HEAD_DIM, SM_SCALE, 1, 1, HEAD_DIM, HEAD_DIM
-            )
+    @triton.jit
+    def runtime_scale(q_ptr, k_ptr, v_ptr, out_ptr, seq_len, SM_SCALE, HEAD_DIM: tl.constexpr):  # noqa: PLR0917
+        tle.flash_attn_decode(
+            q_ptr, k_ptr, v_ptr, out_ptr, seq_len, HEAD_DIM, SM_SCALE, 1, 1, HEAD_DIM, HEAD_DIM
+        )
 
-        q = bf16(1, 0, 0, 0)
-        k = torch.tensor([[[9, 0, 0, 0], [0, 0, 0, 0]]], dtype=torch.bfloat16)
-        v = torch.tensor([[[1, 1, 1, 1], [3, 3, 3, 3]]], dtype=torch.bfloat16)
-        out = torch.empty(1, 4, dtype=torch.bfloat16)
-        runtime_scale[(1,)](q, k, v, out, 2, 1.0, HEAD_DIM=4)
-        assert out.tolist() == [[2.0, 2.0, 2.0, 2.0]]  # softmax of (0, 0): the mean of the two rows
+    q = bf16(1, 0, 0, 0)
+    k = torch.tensor([[[9, 0, 0, 0], [0, 0, 0, 0]]], dtype=torch.bfloat16)
+    v = torch.tensor([[[1, 1, 1, 1], [3, 3, 3, 3]]], dtype=torch.bfloat16)
+    out = torch.empty(1, 4, dtype=torch.bfloat16)
+    runtime_scale[(1,)](q, k, v, out, 2, 1.0, HEAD_DIM=4)
+    assert out.tolist() == [[2.0, 2.0, 2.0, 2.0]]  # softmax of (0, 0): the mean of the two rows
 
 
-def test_a_wrong_reference_fails_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_reference_fails_the_op(monkeypatch: pytest.MonkeyPatch, standin: StandIn) -> None:
     """The verdict comes from the comparison: a reference with gate and up swapped is a ``fail``."""
     swiglu = references.swiglu
     monkeypatch.setattr(references, "swiglu", lambda gate, up: swiglu(up, gate))
-    with install(monkeypatch):
-        outcome, *_ = run_ops(("swiglu",), repeat=1)
+    outcome, *_ = run_ops(("swiglu",), repeat=1)
     assert (outcome.name, outcome.status) == ("swiglu", "fail")
 
 
-def test_a_kernel_error_is_an_error_row(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kernel_error_is_an_error_row(monkeypatch: pytest.MonkeyPatch, kernels: Any) -> None:
     def broken(**_: object) -> None:
         raise StandInError("boom")
 
-    with install(monkeypatch):
-        monkeypatch.setattr(importlib.import_module(KERNELS_MODULE).swiglu_kernel, "fn", broken)
-        outcomes = run_ops(("swiglu", "neon_sdot"), repeat=1)
+    monkeypatch.setattr(kernels.swiglu_kernel, "fn", broken)
+    outcomes = run_ops(("swiglu", "neon_sdot"), repeat=1)
     assert [(o.name, o.status, o.detail) for o in outcomes[:2]] == [
         ("swiglu", "error", "StandInError: boom"),
         ("neon_sdot", "pass", "4 lanes"),
     ]
+
+
+def test_the_standin_leaves_nothing_behind() -> None:
+    """The fake triton, and the kernels imported over it, are gone once the monkeypatch is undone."""
+    before = set(sys.modules)
+    with pytest.MonkeyPatch.context() as patch:
+        install(patch)
+        assert importlib.import_module(KERNELS_MODULE).rms_norm_kernel
+        assert {"triton", TLE_OPS_MODULE, KERNELS_MODULE} <= set(sys.modules)
+    assert not {"triton", TLE_OPS_MODULE, KERNELS_MODULE} & set(sys.modules)
+    assert set(sys.modules) <= before | {"flagtree_doctor.verify"}
+    assert not hasattr(importlib.import_module("flagtree_doctor.verify"), "_kernels")
