@@ -1,8 +1,9 @@
 """The verification steps: the install (version, backend, builders), then each TLE op end to end.
 
 Every op runs once in a ``@triton.jit`` kernel (``_kernels.py``) and is compared with the torch reference
-(``references.py``) under the tolerance stated for its output dtype; then both are timed (median of
-``repeat`` calls after one warm-up/compile call). Each step is isolated: an exception is an ``error`` row.
+(``references.py``) under the tolerance stated for its output dtype (``fused_mlp``: for its four bf16
+roundings); then both are timed (median of ``repeat`` calls after one warm-up/compile call). Each step is
+isolated: an exception is an ``error`` row.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Trial:
     """One op call and its reference; ``baseline`` is what the timing compares against (the reference)."""
 
     shape: str
-    dtype: str  # a key of TOLERANCES
+    dtype: str  # a key of TOLERANCES: the output dtype, or what sets the op's tolerance apart
     op: Callable[[], Tensor]
     reference: Callable[[], Tensor]
     baseline: Callable[[], object] | None = None
