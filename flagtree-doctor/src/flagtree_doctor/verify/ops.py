@@ -243,13 +243,15 @@ def _fused_mlp(kernels: ModuleType, inputs: _Inputs) -> Trial:
 def _flash_attn_decode(kernels: ModuleType, inputs: _Inputs) -> Trial:
     heads, kv_heads, seq, dim = 16, 4, 257, 128
     scale = dim**-0.5
-    q, k, v = inputs.bf16(heads, dim), inputs.bf16(kv_heads, seq, dim), inputs.bf16(kv_heads, seq, dim)
+    q, k = inputs.bf16(heads, dim), inputs.bf16(kv_heads, seq, dim)
+    # v's rows lie 2 * dim apart (a view into a wider cache), so the two strides differ and both are used
+    v = inputs.bf16(kv_heads, seq, 2 * dim)[..., :dim]
     out = inputs.empty(heads, dim, dtype="bfloat16")
 
     def op() -> Tensor:
         kernels.flash_attn_decode_kernel[(1,)](
             q, k, v, out, seq, HEAD_DIM=dim, SM_SCALE=scale, NUM_HEADS=heads,
-            NUM_KV_HEADS=kv_heads, STRIDE_KN=dim, STRIDE_VN=dim,
+            NUM_KV_HEADS=kv_heads, STRIDE_KN=k.stride(1), STRIDE_VN=v.stride(1),
         )  # fmt: skip
         return out
 
@@ -260,7 +262,7 @@ def _flash_attn_decode(kernels: ModuleType, inputs: _Inputs) -> Trial:
         )
 
     return Trial(
-        shape=f"heads={heads} kv_heads={kv_heads} seq={seq} dim={dim}",
+        shape=f"heads={heads} kv_heads={kv_heads} seq={seq} dim={dim} v_stride={v.stride(1)}",
         dtype="bfloat16",
         op=op,
         reference=lambda: references.flash_attn_decode(q, k, v, scale),
