@@ -7,6 +7,7 @@ A tool counts as present only when it does its job here (a cross compiler that c
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -30,6 +31,15 @@ def missing(what: str, install: str) -> NoReturn:
     if CI:
         pytest.fail(f"CI=true, and {message}: .ci/run must provide it", pytrace=False)
     pytest.skip(message)
+
+
+def require_module(name: str, install: str) -> None:
+    """At the top of a test module: skip it (a user's clone) or fail (``CI=true``) where ``name`` is missing."""
+    if importlib.util.find_spec(name) is None:
+        message = f"{name} is not installed (install: {install})"
+        if CI:
+            pytest.fail(f"CI=true, and {message}: .ci/run must provide it", pytrace=False)
+        pytest.skip(message, allow_module_level=True)
 
 
 def require_executable(name: str, package: str) -> str:

@@ -1,8 +1,9 @@
 """The verification steps: the install (version, backend, builders), then each TLE op end to end.
 
 Every op runs once in a ``@triton.jit`` kernel (``_kernels.py``) and is compared with the torch reference
-(``references.py``) under the tolerance stated for its output dtype; then both are timed (median of
-``repeat`` calls after one warm-up/compile call). Each step is isolated: an exception is an ``error`` row.
+(``references.py``) under the tolerance stated for its output dtype (``fused_mlp``: for its four bf16
+roundings); then both are timed (median of ``repeat`` calls after one warm-up/compile call). Each step is
+isolated: an exception is an ``error`` row.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Trial:
     """One op call and its reference; ``baseline`` is what the timing compares against (the reference)."""
 
     shape: str
-    dtype: str  # a key of TOLERANCES
+    dtype: str  # a key of TOLERANCES: the output dtype, or what sets the op's tolerance apart
     op: Callable[[], Tensor]
     reference: Callable[[], Tensor]
     baseline: Callable[[], object] | None = None
@@ -233,7 +234,7 @@ def _fused_mlp(kernels: ModuleType, inputs: _Inputs) -> Trial:
 
     return Trial(
         shape=f"K={k} N={n}",
-        dtype="bfloat16",
+        dtype="bfloat16, 4 roundings",
         op=op,
         reference=lambda: references.fused_mlp(x, gate_b, up_b, gate_s, up_s),
     )
@@ -242,13 +243,15 @@ def _fused_mlp(kernels: ModuleType, inputs: _Inputs) -> Trial:
 def _flash_attn_decode(kernels: ModuleType, inputs: _Inputs) -> Trial:
     heads, kv_heads, seq, dim = 16, 4, 257, 128
     scale = dim**-0.5
-    q, k, v = inputs.bf16(heads, dim), inputs.bf16(kv_heads, seq, dim), inputs.bf16(kv_heads, seq, dim)
+    q, k = inputs.bf16(heads, dim), inputs.bf16(kv_heads, seq, dim)
+    # v's rows lie 2 * dim apart (a view into a wider cache), so the two strides differ and both are used
+    v = inputs.bf16(kv_heads, seq, 2 * dim)[..., :dim]
     out = inputs.empty(heads, dim, dtype="bfloat16")
 
     def op() -> Tensor:
         kernels.flash_attn_decode_kernel[(1,)](
             q, k, v, out, seq, HEAD_DIM=dim, SM_SCALE=scale, NUM_HEADS=heads,
-            NUM_KV_HEADS=kv_heads, STRIDE_KN=dim, STRIDE_VN=dim,
+            NUM_KV_HEADS=kv_heads, STRIDE_KN=k.stride(1), STRIDE_VN=v.stride(1),
         )  # fmt: skip
         return out
 
@@ -259,7 +262,7 @@ def _flash_attn_decode(kernels: ModuleType, inputs: _Inputs) -> Trial:
         )
 
     return Trial(
-        shape=f"heads={heads} kv_heads={kv_heads} seq={seq} dim={dim}",
+        shape=f"heads={heads} kv_heads={kv_heads} seq={seq} dim={dim} v_stride={v.stride(1)}",
         dtype="bfloat16",
         op=op,
         reference=lambda: references.flash_attn_decode(q, k, v, scale),

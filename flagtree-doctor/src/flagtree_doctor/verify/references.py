@@ -1,8 +1,10 @@
 """Torch reference implementations of the TLE ops, written from their documented semantics.
 
 Each takes and returns CPU tensors; torch is imported on first use only, so importing this module costs
-nothing where torch is absent. The int8 ops quantize activations the way flagtree-cpu's runtime documents
-it: one scale per tensor, ``absmax / 127``, round half to even, clamp to ``[-128, 127]``.
+nothing where torch is absent. The int8 ops quantize activations the way flagtree-cpu's runtime does
+(``runtime_sdot.cpp`` at the pinned 19cede7e): one scale per tensor, ``absmax / 127``, round half to even
+(``vcvtnq_s32_f32``), clamp to ``[-128, 127]``. The SDOT ops take ``K`` and ``N`` in whole blocks of 4 (the
+runtime computes ``K / 4`` and ``N / 4`` blocks and leaves the rest out); other sizes are a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -32,10 +34,18 @@ TOLERANCES: dict[str, Tolerance] = {
     # bf16 keeps 8 significant bits (ulp 2**-7 relative); two roundings (fp32 -> bf16 at the op's
     # boundaries, truncation vs round-to-nearest) allow 2 ulp; atol covers results near zero.
     "bfloat16": Tolerance(rtol=1.6e-2, atol=1.6e-2, why="2 bf16 ulp"),
+    # fused_mlp rounds to bf16 four times (gate, up, silu, product): upstream's two versions of
+    # runtime_fused_mlp.cpp (fp32 throughout and one truncation; or truncated projections, a 5th-order exp
+    # and rounded silu and product) differ from each other by up to 3 ulp on verify's inputs.
+    "bfloat16, 4 roundings": Tolerance(rtol=3.2e-2, atol=3.2e-2, why="4 bf16 ulp"),
     "float32": Tolerance(rtol=1e-5, atol=1e-6, why="fp32 reassociation"),
 }
 
-ACTIVATION_SCALE_FLOOR = 1e-10  # the runtime clamps absmax to this before dividing
+# The runtime clamps absmax to this before dividing: sdot_gemv_m1_fused_bf16 (runtime_sdot.cpp at 19cede7e)
+# to 1e-8, fused_mlp_bf16 (runtime_fused_mlp.cpp, both versions upstream has had) to 1e-10.
+ACTIVATION_SCALE_FLOOR_SDOT = 1e-8
+ACTIVATION_SCALE_FLOOR_MLP = 1e-10
+SDOT_BLOCK = 4
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -54,19 +64,34 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     return (torch.nn.functional.silu(gate.float()) * up.float()).to(gate.dtype)
 
 
-def quantize_activation(x: Tensor) -> tuple[Tensor, float]:
-    """Per-tensor symmetric int8 quantization: ``(q, scale)`` with ``x ~= q * scale``."""
+def quantize_activation(x: Tensor, floor: float = ACTIVATION_SCALE_FLOOR_SDOT) -> tuple[Tensor, float]:
+    """Per-tensor symmetric int8 quantization: ``(q, scale)`` with ``x ~= q * scale``, absmax at least ``floor``."""
     import torch  # noqa: PLC0415 - lazy: the base install has no torch
 
     xf = x.float()
-    absmax = max(float(xf.abs().max()), ACTIVATION_SCALE_FLOOR)
+    absmax = max(float(xf.abs().max()), floor)
     q = torch.round(xf * (127.0 / absmax)).clamp(-128, 127).to(torch.int8)
     return q, absmax / 127.0
 
 
+def _whole_sdot_blocks(b: Tensor) -> tuple[int, int]:
+    k, n = b.shape
+    if k % SDOT_BLOCK or n % SDOT_BLOCK:
+        raise ValueError(f"weights [{k}, {n}]: the SDOT ops take K and N in multiples of {SDOT_BLOCK}")
+    return k, n
+
+
+def truncate_to_bf16(x: Tensor) -> Tensor:
+    """fp32 to bf16 by dropping the low 16 bits (the runtime's ``vshrn_n_u32(bits, 16)``), not rounding."""
+    import torch  # noqa: PLC0415 - lazy: the base install has no torch
+
+    bits = x.float().contiguous().view(torch.int32) & -(1 << 16)
+    return bits.view(torch.float32).to(torch.bfloat16)
+
+
 def pack_sdot_weights(b: Tensor) -> Tensor:
     """Row-major int8 ``[K, N]`` in SDOT order: blocks ``[K/4][N/4]`` of 16 bytes, 4 columns x 4 rows."""
-    k, n = b.shape
+    k, n = _whole_sdot_blocks(b)
     return b.reshape(k // 4, 4, n // 4, 4).permute(0, 2, 3, 1).contiguous().reshape(-1)
 
 
@@ -74,23 +99,28 @@ def sdot_gemv(a: Tensor, b: Tensor) -> Tensor:
     """int8 ``a[K] @ b[K, N]`` accumulated exactly into int32 ``[N]``."""
     import torch  # noqa: PLC0415 - lazy: the base install has no torch
 
+    _whole_sdot_blocks(b)
     return (a.to(torch.int64) @ b.to(torch.int64)).to(torch.int32)
 
 
-def sdot_gemv_fused_bf16(x: Tensor, b: Tensor, w_scale: Tensor) -> Tensor:
-    """bf16 ``x`` quantized per tensor, int8 GEMV, dequantized by ``x_scale * w_scale[n]`` to bf16."""
-    import torch  # noqa: PLC0415 - lazy: the base install has no torch
-
-    q, x_scale = quantize_activation(x)
-    return (sdot_gemv(q, b).float() * x_scale * w_scale.float()).to(torch.bfloat16)
+def sdot_gemv_fused_bf16(
+    x: Tensor, b: Tensor, w_scale: Tensor, floor: float = ACTIVATION_SCALE_FLOOR_SDOT
+) -> Tensor:
+    """bf16 ``x`` quantized per tensor, int8 GEMV, ``* x_scale * w_scale[n]`` in fp32, truncated to bf16."""
+    q, x_scale = quantize_activation(x, floor)
+    return truncate_to_bf16(sdot_gemv(q, b).float() * x_scale * w_scale.float())
 
 
 def fused_mlp(x: Tensor, gate_b: Tensor, up_b: Tensor, gate_scale: Tensor, up_scale: Tensor) -> Tensor:
-    """``silu(gate_proj(x)) * up_proj(x)`` with int8 projections and bf16 at each boundary."""
+    """``silu(gate_proj(x)) * up_proj(x)``: the unfused graph it replaces, bf16 at each boundary.
+
+    The projections are ``sdot_gemv_fused_bf16``'s (truncated), with fused_mlp's own absmax floor; silu and
+    the product round to nearest, as torch's ``silu`` and ``mul`` on bf16 do.
+    """
     import torch  # noqa: PLC0415 - lazy: the base install has no torch
 
-    gate = sdot_gemv_fused_bf16(x, gate_b, gate_scale)
-    up = sdot_gemv_fused_bf16(x, up_b, up_scale)
+    gate = sdot_gemv_fused_bf16(x, gate_b, gate_scale, ACTIVATION_SCALE_FLOOR_MLP)
+    up = sdot_gemv_fused_bf16(x, up_b, up_scale, ACTIVATION_SCALE_FLOOR_MLP)
     silu = torch.nn.functional.silu(gate.float()).to(torch.bfloat16)
     return (silu.float() * up.float()).to(torch.bfloat16)
 
