@@ -14,7 +14,6 @@ runs the scripts under the real engine for those.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 
 from _recipe_support import RECIPE_DIR, dot_graph, llvm_distribution
-from _tools import aarch64_gcc, network_jail, require_executable
+from _tools import aarch64_gcc, network_jail, require_executable, upstream_source
 
 NVIDIA_VARIABLES = (
     "TRITON_PTXAS_PATH",
@@ -489,11 +488,7 @@ def test_build_flagtree_cross_needs_the_build_c_compiler(standin):
 def test_sleef_cross_builds_with_the_helpers_the_script_builds(standin, tmp_path):
     """Real cmake, ninja and compilers on sleef at sleef_commit (SLEEF_SRC): the script's native helpers let
     a cross configure of sleef generate its headers; without NATIVE_BUILD_DIR ninja wants /bin/mkrename."""
-    sleef_src = os.environ.get("SLEEF_SRC")
-    if not sleef_src:
-        pytest.skip(
-            "SLEEF_SRC is not set (a checkout of sleef_commit 93f04d869471ce4d007abaebb8c6a7bc62749f61)"
-        )
+    sleef_src = upstream_source("SLEEF_SRC")
     for tool, package in (("cmake", "cmake"), ("ninja", "ninja-build"), ("gcc", "gcc")):
         require_executable(tool, package)
     cross_cc = aarch64_gcc()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from _recipe_support import PYTHONS, RECIPE_V1, TARGET, VARIANT_FILES, meta_outputs, requirement_strings
+from _tools import upstream_source
 from flagtree_feedstock.render import render
 
 # Backends a FLAGTREE_BACKEND=cpu build does not add (setup.py passes TRITON_CODEGEN_BACKENDS=cpu; the root
@@ -71,15 +72,12 @@ def plain_libraries(roots: list[Path]) -> dict[str, list[str]]:
 
 
 def _sources() -> list[Path]:
-    roots = []
-    for variable in ("FLAGTREE_SRC", "FLAGTREE_CPU_SRC"):
-        value = os.environ.get(variable)
-        if value:
-            if not (Path(value) / "CMakeLists.txt").is_file():
-                pytest.fail(f"{variable}={value} has no CMakeLists.txt")
-            roots.append(Path(value))
-    if not os.environ.get("FLAGTREE_SRC"):
-        pytest.skip("FLAGTREE_SRC is not set (a checkout of flagtree_commit, e.g. FlagTree at 54d33a53)")
+    roots = [upstream_source("FLAGTREE_SRC")]
+    if os.environ.get("FLAGTREE_CPU_SRC"):  # optional: flagtree-cpu's CMake files too
+        roots.append(upstream_source("FLAGTREE_CPU_SRC"))
+    for root in roots:
+        if not (root / "CMakeLists.txt").is_file():
+            pytest.fail(f"{root} has no CMakeLists.txt (not a source checkout)")
     return roots
 
 
