@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from _recipe_support import RECIPE_DIR, dot_graph, llvm_distribution
 from _tools import aarch64_gcc, network_jail, require_executable, upstream_source
@@ -197,6 +198,21 @@ def test_build_flagtree_links_the_pinned_sources(standin):
     assert (log / "link.cwd").read_text().strip() == str(standin.src)
     # A copy of the recipe's sleef source replaced the submodule checkout before the link script ran.
     assert (log / "link.sleef").read_text().split() == ["CMakeLists.txt", "LICENSE.txt", "PINNED_SOURCE"]
+
+
+@pytest.mark.parametrize(
+    ("output", "script"), [("flagtree-cpu", "build-flagtree.sh"), ("flagtree-llvm", "build-llvm.sh")]
+)
+def test_the_build_script_leaves_every_licence_file_for_the_engine(standin, output, script):
+    """The engines collect about.license_file from the work folder after the script: a script that moves or
+    deletes a source folder (sleef, copied into flagtree-cpu's tree) loses a licence. The rehearsal shows the
+    engine's failure; this shows the cause in a second."""
+    recipe = yaml.safe_load((RECIPE_DIR / "recipe.yaml").read_text())
+    (about,) = [o["about"] for o in recipe["outputs"] if o["package"]["name"] == output]
+    assert all((standin.src / name).is_file() for name in about["license_file"])  # the stand-in's sources
+    result = standin.run(script)
+    assert result.returncode == 0, result.stderr
+    assert [name for name in about["license_file"] if not (standin.src / name).is_file()] == []
 
 
 def test_build_flagtree_runs_pip_once_offline_from_python(standin):
