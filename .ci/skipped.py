@@ -4,7 +4,7 @@ A skip whose reason says ``<VARIABLE>_SRC is not set`` is a source-backed check 
 ``upstream_source``): it reads an upstream checkout that `.ci/run` cannot fetch and the workflow's tests job
 clones. Every other skip is listed by its reason. The report decides what is listed; nothing here names a test.
 
-    python .ci/skipped.py REPORT.xml
+    python .ci/skipped.py REPORT.xml    # in the folder pytest ran in
 """
 
 from __future__ import annotations
@@ -28,10 +28,20 @@ class Report:
     skips: list[tuple[str, str]]  # (test, reason)
 
 
-def read(path: Path) -> Report:
-    """The counts and every skip (test id, reason) of a JUnit XML report pytest wrote."""
-    root = ET.parse(path).getroot()
-    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+def node_id(root: Path, classname: str, name: str) -> str:
+    """pytest's node id (tests/test_x.py::TestK::test_y) of a JUnit test case, or classname::name."""
+    parts = classname.split(".") if classname else []
+    for end in range(len(parts), 0, -1):
+        path = "/".join(parts[:end]) + ".py"
+        if (root / path).is_file():
+            return "::".join([path, *parts[end:], name])
+    return "::".join(filter(None, (classname, name)))
+
+
+def read(path: Path, root: Path) -> Report:
+    """The counts and every skip (test id, reason) of a JUnit XML report pytest wrote in ``root``."""
+    top = ET.parse(path).getroot()
+    suites = [top] if top.tag == "testsuite" else top.findall("testsuite")
     skips = []
     for case in (case for suite in suites for case in suite.iter("testcase")):
         skipped = case.find("skipped")
@@ -40,11 +50,10 @@ def read(path: Path) -> Report:
         reason = skipped.get("message", "")
         if match := _COLLECTION_SKIP.search(skipped.text or ""):
             reason = match["reason"]
-        test = "::".join(part for part in (case.get("classname", ""), case.get("name", "")) if part)
-        skips.append((test, reason))
+        skips.append((node_id(root, case.get("classname", ""), case.get("name", "")), reason))
     return Report(
-        tests=sum(int(s.get("tests", 0)) for s in suites),
-        failed=sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites),
+        tests=sum(int(s.get("tests", "0")) for s in suites),
+        failed=sum(int(s.get("failures", "0")) + int(s.get("errors", "0")) for s in suites),
         skips=skips,
     )
 
@@ -87,7 +96,7 @@ def main(argv: list[str]) -> int:
     if not path.is_file():
         print(f"No test report ({path}): the tests did not run.")
         return 0
-    print("\n".join(summary(read(path))))
+    print("\n".join(summary(read(path, Path.cwd()))))
     return 0
 
 

@@ -73,6 +73,7 @@ def test_example_environment_says_there_is_no_public_channel() -> None:
             "recipe",
             "benchmarks",
             ".ci",
+            "mutations",
         ],
         [
             "ruff",
@@ -84,6 +85,7 @@ def test_example_environment_says_there_is_no_public_channel() -> None:
             "recipe",
             "benchmarks",
             ".ci",
+            "mutations",
         ],
         ["mypy"],
     ],
