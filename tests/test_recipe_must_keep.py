@@ -1,5 +1,6 @@
 """The package tests both recipes must keep, named here: dropping one from both recipes at once fails this test,
-which the equivalence test (tests/test_recipe_equivalence.py, the two recipes alike) cannot see.
+which the equivalence test (tests/test_recipe_equivalence.py, the two recipes alike) cannot see. The same for
+what flagtree-cpu must bring and keep out at run time: every module our patches import, and no triton package.
 
 Each recipe is read as its engine reads it (recipe.yaml rendered by py-rattler-build, meta.yaml by the
 jinja2 + selector stand-in of tests/_recipe_support.py) and reduced to the equivalence test's shape: imports,
@@ -8,11 +9,14 @@ pip check, test files, commands, package contents and files that must be absent.
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Any
 
 import pytest
 
-from _recipe_support import PYTHONS, RECIPE_DIR, meta_outputs
+from _recipe_support import PYTHONS, RECIPE_DIR, meta_outputs, requirement_strings
+from test_patches import all_patches, parse_patch
 from test_recipe_equivalence import _meta_tests, _v1_outputs, _v1_tests
 
 SP = "lib/python*/site-packages/"
@@ -100,3 +104,42 @@ def test_dropping_any_one_is_seen(kind: str, item: object) -> None:
     assert missing(MUST_KEEP["flagtree-cpu"], tests) == [
         "pip_check" if kind == "pip_check" else f"{kind}: {item}"
     ]
+
+
+# ---- run time ---------------------------------------------------------------------------------------------------
+
+# flagtree-cpu installs the `triton` import package: a triton package must never be installed beside it.
+MUST_CONSTRAIN = {"flagtree-cpu": ["triton <0.0a0"]}
+ADDED_IMPORT = re.compile(r"^\+\s*(?:from|import)\s+(?P<module>\w+)")
+
+
+def _patch_imports() -> set[str]:
+    """The top-level modules the patches' added lines import, other than the standard library and triton."""
+    modules = {
+        match["module"]
+        for patch in all_patches()
+        for line in parse_patch(patch).diff_lines
+        if (match := ADDED_IMPORT.match(line))
+    }
+    return modules - set(sys.stdlib_module_names) - {"triton"}
+
+
+def _run(recipe: str, output: str) -> tuple[list[str], list[str]]:
+    if recipe == "recipe.yaml":
+        requirements = _v1_outputs(PYTHONS[0])[output]["requirements"]
+        return requirement_strings(requirements.get("run", [])), requirements.get("run_constraints", [])
+    requirements = meta_outputs()[output]["requirements"]
+    return requirement_strings(requirements.get("run", [])), requirements.get("run_constrained", [])
+
+
+@pytest.mark.parametrize("recipe", ["recipe.yaml", "meta.yaml"])
+def test_flagtree_cpu_brings_what_the_patches_import_and_keeps_triton_out(recipe: str) -> None:
+    imported = _patch_imports()
+    # Patch 0009's CPU check. A patch that imports another package: add it to both recipes' run requirements,
+    # and here how its module maps to the package.
+    assert imported == {"flagtree_doctor"}
+    run, _ = _run(recipe, "flagtree-cpu")
+    for module in imported:  # an output of this recipe, built from this repository: pinned exactly
+        assert f"pin_subpackage({module.replace('_', '-')}, exact=True)" in run, (recipe, module)
+    for output, constrained in MUST_CONSTRAIN.items():
+        assert set(constrained) <= set(_run(recipe, output)[1]), (recipe, output)
