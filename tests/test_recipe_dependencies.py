@@ -71,13 +71,21 @@ def plain_libraries(roots: list[Path]) -> dict[str, list[str]]:
     return plain
 
 
+# The folders of flagtree-cpu that FlagTree's link script (python/scripts/link_flagtree_cpu.sh) links into its
+# tree, and so builds; the rest of flagtree-cpu (a whole Triton fork) is not part of the build.
+FLAGTREE_CPU_BUILT = ("third_party/cpu", "lib/Dialect/TritonCPU", "include/triton/Dialect/TritonCPU")
+
+
 def _sources() -> list[Path]:
-    roots = [upstream_source("FLAGTREE_SRC")]
-    if os.environ.get("FLAGTREE_CPU_SRC"):  # optional: flagtree-cpu's CMake files too
-        roots.append(upstream_source("FLAGTREE_CPU_SRC"))
-    for root in roots:
-        if not (root / "CMakeLists.txt").is_file():
-            pytest.fail(f"{root} has no CMakeLists.txt (not a source checkout)")
+    flagtree = upstream_source("FLAGTREE_SRC")
+    if not (flagtree / "CMakeLists.txt").is_file():
+        pytest.fail(f"FLAGTREE_SRC={flagtree} has no CMakeLists.txt (not a source checkout)")
+    roots = [flagtree]
+    if os.environ.get("FLAGTREE_CPU_SRC"):  # optional: the flagtree-cpu folders the build links in, too
+        flagtree_cpu = upstream_source("FLAGTREE_CPU_SRC")
+        if not (flagtree_cpu / FLAGTREE_CPU_BUILT[0] / "CMakeLists.txt").is_file():
+            pytest.fail(f"FLAGTREE_CPU_SRC={flagtree_cpu} has no {FLAGTREE_CPU_BUILT[0]}/CMakeLists.txt")
+        roots += [flagtree_cpu / folder for folder in FLAGTREE_CPU_BUILT if (flagtree_cpu / folder).is_dir()]
     return roots
 
 
