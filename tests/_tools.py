@@ -3,6 +3,11 @@ an error under ``CI=true``, where `.ci/run` installs every one of them and a ski
 
 A tool counts as present only when it does its job here (a cross compiler that compiles *and links*, an
 ``unshare -n`` the kernel permits), never on ``shutil.which`` alone.
+
+The upstream checkouts the source-backed tests read (``FLAGTREE_SRC``, ...) are skipped without them, and fail
+under ``FLAGTREE_REQUIRE_SOURCES=1``, which the workflow's tests job sets after cloning them
+(`.ci/sources.py`). `.ci/run` elsewhere cannot fetch them: its last lines name the skipped ones
+(`.ci/skipped.py` reads each skip reason's ``<VARIABLE>_SRC is not set``).
 """
 
 from __future__ import annotations
@@ -17,8 +22,18 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+import yaml
 
-CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+_TRUE = {"1", "true", "yes"}
+CI = os.environ.get("CI", "").strip().lower() in _TRUE
+
+# The upstream checkout each variable names, and its pin in recipe/conda_build_config.yaml.
+SOURCES = {
+    "FLAGTREE_SRC": ("FlagTree", "flagtree_commit"),
+    "FLAGTREE_CPU_SRC": ("flagtree-cpu", "flagtree_cpu_commit"),
+    "SLEEF_SRC": ("sleef", "sleef_commit"),
+}
+_PINS = Path(__file__).resolve().parents[1] / "recipe" / "conda_build_config.yaml"
 
 AARCH64_GCC = "aarch64-linux-gnu-gcc"
 # gcc-aarch64-linux-gnu only Recommends the target's libc headers and start files: both packages are needed.
@@ -104,3 +119,24 @@ def network_jail() -> list[str]:
             "run as root, or start the container with --privileged",
         )
     return list(argv)
+
+
+def upstream_source(variable: str) -> Path:
+    """The checkout ``variable`` (a key of SOURCES) names: a skip where it is unset, a failure where
+    ``FLAGTREE_REQUIRE_SOURCES=1`` (the workflow, which clones them) or where it names no folder."""
+    what, pin_key = SOURCES[variable]
+    value = os.environ.get(variable, "")
+    if not value:
+        (pin,) = yaml.safe_load(_PINS.read_text())[pin_key]
+        reason = f"{variable} is not set (a checkout of {what} at {pin_key} {pin})"
+        if os.environ.get("FLAGTREE_REQUIRE_SOURCES", "").strip().lower() in _TRUE:
+            pytest.fail(
+                f"FLAGTREE_REQUIRE_SOURCES=1, and {reason}: the workflow's tests job must clone it "
+                "(.ci/sources.py)",
+                pytrace=False,
+            )
+        pytest.skip(reason)
+    path = Path(value)
+    if not path.is_dir():
+        pytest.fail(f"{variable}={value} is not a folder (point it at a checkout of {what})", pytrace=False)
+    return path

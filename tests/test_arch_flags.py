@@ -8,12 +8,10 @@ root ``CMakeLists.txt`` sets no global ``-march`` while upstream's does.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
-
+from _tools import upstream_source
 from flagtree_doctor.target import PACKAGE_TARGET
 from test_patches import PATCHES, apply_series, series_patches
 
@@ -39,12 +37,10 @@ def test_the_patch_gives_the_runtime_the_flags_the_verdict_assumes() -> None:
 
 
 def test_the_patched_cmake_sets_no_global_march(tmp_path: Path) -> None:
-    src = os.environ.get("FLAGTREE_SRC")
-    if not src:
-        pytest.skip("FLAGTREE_SRC is not set: point it at a pristine checkout of the pinned flagtree commit")
-    upstream = (Path(src) / "CMakeLists.txt").read_text()
+    src = upstream_source("FLAGTREE_SRC")
+    upstream = (src / "CMakeLists.txt").read_text()
     assert GLOBAL_MARCH.search(upstream), "upstream's CMakeLists.txt no longer sets a global -march"
-    apply_series(series_patches("flagtree"), Path(src), tmp_path)
+    apply_series(series_patches("flagtree"), src, tmp_path)
     patched = (tmp_path / "CMakeLists.txt").read_text()
     assert not GLOBAL_MARCH.search(patched)
     assert len(RUNTIME_OPTIONS.findall(patched)) == 1

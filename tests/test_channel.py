@@ -32,6 +32,13 @@ def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def test_the_built_packages_are_readable_by_everyone(toy_channel: Path) -> None:
+    """The engine writes its packages 0600; the channel folder is served or shared, so they are published 0644."""
+    packages = sorted(toy_channel.glob("*/*.conda"))
+    assert packages
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in packages} == {p.name: "0o644" for p in packages}
+
+
 def test_index_rewrites_repodata(
     toy_channel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from flagtree_doctor.capabilities import decode_hwcaps
 from flagtree_doctor.checks import CHECK_IDS
 from flagtree_doctor.cli import main
 from flagtree_doctor.cpu import Core, classify, format_cpu_list
+from flagtree_doctor.cpu_check import kernel_blockers
 from flagtree_doctor.model import Check, CheckResult, Facts, System
 from flagtree_doctor.target import BUILDER_METHODS, PACKAGE_TARGET, PATCHED_DEFAULTS
 from flagtree_feedstock import cli as feedstock_cli
@@ -230,6 +232,36 @@ def test_the_cpu_check_imports_only_the_standard_library() -> None:
                          env={"PYTHONPATH": str(Path(__file__).parents[1] / "flagtree-doctor" / "src")}).stdout  # fmt: skip
     loaded = {m.split(".")[0] for m in out.strip().strip("[]").replace("'", "").split(", ")} - {""}
     assert loaded <= set(sys.stdlib_module_names), loaded - set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize("skip", [None, "0", "1", "yes"])
+def test_the_cpu_check_is_skipped_by_its_variable_alone(skip: str | None) -> None:
+    """FLAGTREE_SKIP_CPU_CHECK, read from the environment as FlagTree's driver calls the check, on this host:
+    1 skips it, 0 or unset runs it (it raises wherever this CPU cannot run the kernels, e.g. on x86_64), any
+    other value is an error naming the variable. The same on aarch64 CPUs: tests/emulated/test_cpu_check.py."""
+    code = (
+        "from flagtree_doctor.cpu_check import require_supported_cpu; require_supported_cpu(); print('ran')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "FLAGTREE_SKIP_CPU_CHECK"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env if skip is None else {**env, "FLAGTREE_SKIP_CPU_CHECK": skip},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    if skip == "yes":
+        assert last == (
+            "flagtree_doctor.cpu_check.SettingError: FLAGTREE_SKIP_CPU_CHECK='yes' is neither 1 nor 0 "
+            "(fix: set FLAGTREE_SKIP_CPU_CHECK=1, or unset it)"
+        )
+    elif skip == "1" or not kernel_blockers():
+        assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr
+    else:
+        assert last.startswith(
+            "flagtree_doctor.cpu_check.UnsupportedCpuError: flagtree-cpu cannot run kernels"
+        )
 
 
 def test_hwcap_decoding_matches_qemu_cortex_a76() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from rich.console import Console
 
 from _recipe_support import RECIPE_DIR
 from _tools import require_executable
-from flagtree_doctor import activation, openmp
+from flagtree_doctor import openmp
 from flagtree_doctor.cli import main
 
 DATA = Path(__file__).parent / "data" / "doctor"
@@ -253,22 +254,39 @@ def test_apply_leaves_a_file_it_did_not_write(prefix: Path, capsys: pytest.Captu
     assert ours(prefix) == ["activate.d/flagtree-doctor-openmp.sh"]
 
 
-def test_a_failed_write_leaves_no_half_written_file(prefix: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    renamed: list[Path] = []
-    real_replace = Path.replace
+def test_a_failed_write_leaves_the_old_files_whole(prefix: Path) -> None:
+    """--apply over older scripts of ours, run with a file-size limit (RLIMIT_FSIZE) below the size of the
+    new scripts, so the disk fills in the middle of writing one: the command fails, every old script is as
+    it was, and nothing else is left in the activation folders. Observed on the files, whatever the writer
+    calls (the old test replaced one pathlib method)."""
+    assert apply(prefix)[0] == 0
+    conda = prefix / "etc" / "conda"
+    written = {p: p.read_text() for p in conda.rglob("flagtree-doctor-*")}
+    old = {p: text + "# from an older flagtree-doctor\n" for p, text in written.items()}
+    for path, text in old.items():
+        path.write_text(text)
+    before = sorted(p.relative_to(conda) for p in conda.rglob("*"))
+    limit = min(len(text.encode()) for text in written.values()) // 2
 
-    def replace(self: Path, target: Path) -> Path:
-        if len(renamed) == 2:
-            raise OSError(28, "No space left on device")
-        renamed.append(target)
-        return real_replace(self, target)
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    monkeypatch.setattr(Path, "replace", replace)
-    with pytest.raises(OSError, match="No space left"):
-        activation.write(activation.scripts(prefix, CIX_ENV, "test"))
-    assert not [p for p in prefix.rglob("*") if p.name.startswith(".flagtree-doctor")]
-    for path in renamed:  # the files renamed before the failure are whole
-        assert path.read_text().endswith("fi\n") or path.read_text().endswith("end\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "from flagtree_doctor.cli import entrypoint; entrypoint()", "--root", str(CIX),
+         "--apply"],
+        env={**os.environ, "CONDA_PREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "File too large" in done.stderr  # the injected failure, not another one
+    assert {p: p.read_text() for p in old} == old
+    assert sorted(p.relative_to(conda) for p in conda.rglob("*")) == before
+    # Without the limit the same command replaces them all.
+    assert apply(prefix)[0] == 0
+    assert {p: p.read_text() for p in old} == written
 
 
 SHELLS = {

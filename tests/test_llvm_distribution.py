@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from _recipe_support import dot_graph, llvm_distribution
+from _tools import upstream_source
 
 # LLVM and MLIR libraries FlagTree's cpu build can name: LLVM<Component>, MLIR<Component>.
 _LIBRARY = re.compile(r"(?:LLVM|MLIR)[A-Za-z0-9]+")
@@ -110,9 +111,7 @@ def _checkout(variable: str) -> Path | None:
 
 
 def test_components_follow_flagtree_cmake():
-    flagtree = _checkout("FLAGTREE_SRC")
-    if flagtree is None:
-        pytest.skip("FLAGTREE_SRC is not set (a checkout of FlagTree at flagtree_commit)")
+    flagtree = upstream_source("FLAGTREE_SRC")
     cpu_checkout = _checkout("FLAGTREE_CPU_SRC")
     flagtree_cpu = (
         cmake_links(cpu_checkout, _FLAGTREE_CPU_DIRS)

@@ -12,7 +12,6 @@ of the files it touches, with GNU patch and no fuzz, and any offset or fuzz fail
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from _tools import require_executable
+from _tools import require_executable, upstream_source
 
 REPO = Path(__file__).resolve().parent.parent
 PATCHES = REPO / "patches"
@@ -233,14 +232,7 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
     patches = series_patches(series.name)
     if not patches:
         pytest.skip(f"patches/{series.name}/ holds no patches")
-    src_value = os.environ.get(series.env_var)
-    if not src_value:
-        pytest.skip(
-            f"{series.env_var} is not set: point it at a pristine checkout of the pinned {series.name} commit"
-        )
-    src = Path(src_value)
-    assert src.is_dir(), f"{series.env_var}={src} is not a directory"
-    apply_series(patches, src, tmp_path)
+    apply_series(patches, upstream_source(series.env_var), tmp_path)
 
 
 def apply_series(patches: list[Path], src: Path, dest: Path) -> None:

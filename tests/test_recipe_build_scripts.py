@@ -14,7 +14,6 @@ runs the scripts under the real engine for those.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -24,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from _recipe_support import RECIPE_DIR, dot_graph, llvm_distribution
-from _tools import aarch64_gcc, network_jail, require_executable
+from _tools import aarch64_gcc, network_jail, require_executable, upstream_source
 
 NVIDIA_VARIABLES = (
     "TRITON_PTXAS_PATH",
@@ -198,6 +198,21 @@ def test_build_flagtree_links_the_pinned_sources(standin):
     assert (log / "link.cwd").read_text().strip() == str(standin.src)
     # A copy of the recipe's sleef source replaced the submodule checkout before the link script ran.
     assert (log / "link.sleef").read_text().split() == ["CMakeLists.txt", "LICENSE.txt", "PINNED_SOURCE"]
+
+
+@pytest.mark.parametrize(
+    ("output", "script"), [("flagtree-cpu", "build-flagtree.sh"), ("flagtree-llvm", "build-llvm.sh")]
+)
+def test_the_build_script_leaves_every_licence_file_for_the_engine(standin, output, script):
+    """The engines collect about.license_file from the work folder after the script: a script that moves or
+    deletes a source folder (sleef, copied into flagtree-cpu's tree) loses a licence. The rehearsal shows the
+    engine's failure; this shows the cause in a second."""
+    recipe = yaml.safe_load((RECIPE_DIR / "recipe.yaml").read_text())
+    (about,) = [o["about"] for o in recipe["outputs"] if o["package"]["name"] == output]
+    assert all((standin.src / name).is_file() for name in about["license_file"])  # the stand-in's sources
+    result = standin.run(script)
+    assert result.returncode == 0, result.stderr
+    assert [name for name in about["license_file"] if not (standin.src / name).is_file()] == []
 
 
 def test_build_flagtree_runs_pip_once_offline_from_python(standin):
@@ -489,11 +504,7 @@ def test_build_flagtree_cross_needs_the_build_c_compiler(standin):
 def test_sleef_cross_builds_with_the_helpers_the_script_builds(standin, tmp_path):
     """Real cmake, ninja and compilers on sleef at sleef_commit (SLEEF_SRC): the script's native helpers let
     a cross configure of sleef generate its headers; without NATIVE_BUILD_DIR ninja wants /bin/mkrename."""
-    sleef_src = os.environ.get("SLEEF_SRC")
-    if not sleef_src:
-        pytest.skip(
-            "SLEEF_SRC is not set (a checkout of sleef_commit 93f04d869471ce4d007abaebb8c6a7bc62749f61)"
-        )
+    sleef_src = upstream_source("SLEEF_SRC")
     for tool, package in (("cmake", "cmake"), ("ninja", "ninja-build"), ("gcc", "gcc")):
         require_executable(tool, package)
     cross_cc = aarch64_gcc()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from _recipe_support import PYTHONS, RECIPE_V1, TARGET, VARIANT_FILES, meta_outputs, requirement_strings
+from _tools import upstream_source
 from flagtree_feedstock.render import render
 
 # Backends a FLAGTREE_BACKEND=cpu build does not add (setup.py passes TRITON_CODEGEN_BACKENDS=cpu; the root
@@ -70,16 +71,21 @@ def plain_libraries(roots: list[Path]) -> dict[str, list[str]]:
     return plain
 
 
+# The folders of flagtree-cpu that FlagTree's link script (python/scripts/link_flagtree_cpu.sh) links into its
+# tree, and so builds; the rest of flagtree-cpu (a whole Triton fork) is not part of the build.
+FLAGTREE_CPU_BUILT = ("third_party/cpu", "lib/Dialect/TritonCPU", "include/triton/Dialect/TritonCPU")
+
+
 def _sources() -> list[Path]:
-    roots = []
-    for variable in ("FLAGTREE_SRC", "FLAGTREE_CPU_SRC"):
-        value = os.environ.get(variable)
-        if value:
-            if not (Path(value) / "CMakeLists.txt").is_file():
-                pytest.fail(f"{variable}={value} has no CMakeLists.txt")
-            roots.append(Path(value))
-    if not os.environ.get("FLAGTREE_SRC"):
-        pytest.skip("FLAGTREE_SRC is not set (a checkout of flagtree_commit, e.g. FlagTree at 54d33a53)")
+    flagtree = upstream_source("FLAGTREE_SRC")
+    if not (flagtree / "CMakeLists.txt").is_file():
+        pytest.fail(f"FLAGTREE_SRC={flagtree} has no CMakeLists.txt (not a source checkout)")
+    roots = [flagtree]
+    if os.environ.get("FLAGTREE_CPU_SRC"):  # optional: the flagtree-cpu folders the build links in, too
+        flagtree_cpu = upstream_source("FLAGTREE_CPU_SRC")
+        if not (flagtree_cpu / FLAGTREE_CPU_BUILT[0] / "CMakeLists.txt").is_file():
+            pytest.fail(f"FLAGTREE_CPU_SRC={flagtree_cpu} has no {FLAGTREE_CPU_BUILT[0]}/CMakeLists.txt")
+        roots += [flagtree_cpu / folder for folder in FLAGTREE_CPU_BUILT if (flagtree_cpu / folder).is_dir()]
     return roots
 
 

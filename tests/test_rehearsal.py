@@ -31,7 +31,7 @@ from _rehearsal_sources import (
     make_sources,
     synthesize_flagtree,
 )
-from _tools import aarch64_gcc, require_executable
+from _tools import aarch64_gcc, require_executable, upstream_source
 from conftest import DEAD_PROXY
 from flagtree_feedstock.channel import index_channel, smoke_install
 from flagtree_feedstock.cli import main
@@ -214,9 +214,7 @@ def test_flagtree_plain_libraries_match_upstream() -> None:
     """The stand-in cmake links what FlagTree's CMake links (FLAGTREE_SRC): the root CMakeLists.txt's plain
     libraries (its reading), and every plain library of any of FlagTree's CMake files (test_recipe_dependencies'
     scan); the synthesized tree carries the same list."""
-    flagtree_src = os.environ.get("FLAGTREE_SRC")
-    if not flagtree_src:
-        pytest.skip("FLAGTREE_SRC is not set (a checkout of FlagTree at flagtree_commit)")
+    flagtree_src = upstream_source("FLAGTREE_SRC")
     import importlib.util  # noqa: PLC0415
 
     from test_recipe_dependencies import plain_libraries  # noqa: PLC0415
@@ -227,9 +225,9 @@ def test_flagtree_plain_libraries_match_upstream() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    linked = tuple(module.plain_link_libraries(Path(flagtree_src)))
+    linked = tuple(module.plain_link_libraries(flagtree_src))
     assert linked == FLAGTREE_PLAIN_LIBRARIES
-    assert set(plain_libraries([Path(flagtree_src)])) <= set(linked)
+    assert set(plain_libraries([flagtree_src])) <= set(linked)
 
 
 # --- mutations: each applied to a copy of the recipe; the same pipeline must fail and name the cause ---

@@ -254,6 +254,29 @@ def test_a_refused_upload_is_one_line_without_the_token(
     _assert_token_only_in_authorization(requests, captured.out + captured.err)
 
 
+def test_a_server_that_echoes_the_token_does_not_get_it_printed(
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A refusal whose body repeats the token it was sent (some servers do; prefix.dev's answer is in the
+    error the engine raises): the one-line error keeps the server's answer with the token masked."""
+    url, records = recorder(
+        [{"path": "/api/v1/upload/", "status": 401, "body": {"detail": f"invalid token {TOKEN}"}}]
+    )
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    assert main(["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url]) == 9
+    captured = capsys.readouterr()
+    assert _error_line(captured.err) == (
+        f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at {url} "
+        'failed: authentication failed (HTTP 401): {"detail": "invalid token ***"}; none uploaded '
+        "(fix: check PREFIX_API_KEY (its scopes), the channel name and --url)"
+    )
+    _assert_token_only_in_authorization(records(), captured.out + captured.err)
+
+
 def test_a_server_error_half_way_reports_only_what_was_uploaded(
     toy_channel: Path,
     packages: list[Path],

@@ -153,7 +153,17 @@ def test_empty_python_list(copy: Copy, capsys: pytest.CaptureFixture[str]) -> No
         ("sleef_commit", "93f04d8", "a full git commit (40 hex digits)"),
         ("flagtree_commit", "v0.6.0", "a full git commit (40 hex digits)"),
         ("llvm_sha256", "10eb1d36aabbc5d31c9d2af27844f51638d40be2", "a sha256 (64 hex digits)"),
+        # Near misses: a check that accepts a prefix, ignores case or strips the value lets these through.
+        (
+            "llvm_commit",
+            "10eb1d36aabbc5d31c9d2af27844f51638d40be28975a4ab20ad13609f7da23d",
+            "a full git commit (40 hex digits)",
+        ),
+        ("sleef_commit", "93F04D869471CE4D007ABAEBB8C6A7BC62749F61", "a full git commit (40 hex digits)"),
+        ("sleef_commit", "93f04d869471ce4d007abaebb8c6a7bc62749f61 ", "a full git commit (40 hex digits)"),
+        ("sleef_commit", "93f04d869471ce4d007abaebb8c6a7bc62749f6", "a full git commit (40 hex digits)"),
     ],
+    ids=["short", "tag", "short-sha256", "sha256-for-commit", "upper-case", "trailing-space", "39-digits"],
 )
 def test_pin_that_is_not_a_full_hash(
     copy: Copy, capsys: pytest.CaptureFixture[str], key: str, value: str, expected: str

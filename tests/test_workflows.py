@@ -128,11 +128,103 @@ def test_every_job_is_bounded_and_bash_is_strict() -> None:
 
 
 def test_tests_job_runs_ci_where_every_tier_can_run() -> None:
-    """.ci/run in Debian 12 as root, privileged so `unshare -n` works: under CI=true no tier may skip."""
+    """.ci/run in Debian 12 as root, privileged so `unshare -n` works: under CI=true no tier may skip; after
+    the upstream sources are cloned, with FLAGTREE_REQUIRE_SOURCES=1, so no source-backed check may skip."""
     tests = _build()["jobs"]["tests"]
     assert tests["container"]["image"].endswith("-bookworm")
     assert "--privileged" in tests["container"]["options"].split()
-    assert [s["run"] for s in tests["steps"] if "run" in s] == ["bash .ci/run"]
+    assert tests["env"]["FLAGTREE_REQUIRE_SOURCES"] == "1"
+    runs = [s["run"] for s in tests["steps"] if "run" in s]
+    assert runs == [_sources_step()["run"], "bash .ci/run"]
+    # The pins and the upstream repositories come from the recipe (.ci/sources.py), never from here.
+    written = yaml.safe_dump([tests["env"], runs])
+    assert not re.search(r"[0-9a-f]{40}", written)
+    assert not re.search(r"flagtree|sleef|github\.com", runs[0], re.IGNORECASE)
+
+
+def _sources_step() -> dict[str, Any]:
+    (step,) = [s for s in _build()["jobs"]["tests"]["steps"] if ".ci/sources.py" in s.get("run", "")]
+    return step
+
+
+def test_the_sources_step_clones_every_pinned_source_as_the_recipe_fetches_it(tmp_path: Path) -> None:
+    """The step's script, run with bash as the runner does, in a copy of the repository whose pins name
+    commits of local repositories; git's insteadOf sends https://github.com/ there, so the URLs are the
+    recipe's own. Each checkout is at its pin (an older commit than the branch tip), named in GITHUB_ENV."""
+    require_executable("git", "git")
+    upstream = tmp_path / "github"
+    repo = tmp_path / "repository"
+    (repo / "recipe").mkdir(parents=True)
+    (repo / ".ci").mkdir()
+    shutil.copy(ROOT / ".ci" / "sources.py", repo / ".ci" / "sources.py")
+    shutil.copy(ROOT / "recipe" / "recipe.yaml", repo / "recipe" / "recipe.yaml")
+    pins = (ROOT / "recipe" / "conda_build_config.yaml").read_text()
+    recipe = yaml.safe_load((ROOT / "recipe" / "recipe.yaml").read_text())
+    wanted = {}
+    for output in recipe["outputs"]:
+        for source in output.get("source", []):
+            if "git" not in source:
+                continue
+            key = re.fullmatch(r"\$\{\{ (\w+) \}\}", source["rev"])[1]  # type: ignore[index]
+            path = source["git"].replace("${{ github }}/", "")
+            pinned = _commit_twice(upstream / path)
+            pins = pins.replace(yaml.safe_load(pins)[key][0], pinned)
+            wanted[key.removesuffix("_commit").upper() + "_SRC"] = pinned
+    (repo / "recipe" / "conda_build_config.yaml").write_text(pins)
+    assert set(wanted) == {"FLAGTREE_SRC", "FLAGTREE_CPU_SRC", "SLEEF_SRC"}
+    github_env = tmp_path / "github_env"
+    result = _run_sources_step(repo, tmp_path, upstream, github_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = dict(line.split("=", 1) for line in github_env.read_text().splitlines())
+    assert set(written) == set(wanted)
+    for variable, commit in wanted.items():
+        head = subprocess.run(
+            ["git", "-C", written[variable], "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        )
+        assert head.stdout.strip() == commit, variable
+        assert Path(written[variable]).parent == tmp_path / "runner-temp" / "sources"
+    # A pin its repository does not have: the step fails, naming the fetch.
+    (repo / "recipe" / "conda_build_config.yaml").write_text(pins.replace(wanted["SLEEF_SRC"], "1" * 40))
+    result = _run_sources_step(repo, tmp_path / "again", upstream, tmp_path / "github_env_again")
+    assert result.returncode != 0
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(".ci/sources.py: error: git -C ") and "1" * 40 in line
+
+
+def _commit_twice(path: Path) -> str:
+    """A repository with two commits at ``path``; the first one's id."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(path)]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "CMakeLists.txt").write_text("# first\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    first = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "second"], check=True)
+    return first.strip()
+
+
+def _run_sources_step(
+    repo: Path, scratch: Path, upstream: Path, github_env: Path
+) -> subprocess.CompletedProcess[str]:
+    (scratch / "runner-temp").mkdir(parents=True, exist_ok=True)
+    github_env.touch()
+    return subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _sources_step()["run"]],
+        cwd=repo,
+        env={
+            **os.environ,
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "RUNNER_TEMP": str(scratch / "runner-temp"),
+            "GITHUB_ENV": str(github_env),
+            # pip finds PyYAML installed and asks no index; git fetches from the local repositories.
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": f"url.file://{upstream}/.insteadOf",
+            "GIT_CONFIG_VALUE_0": "https://github.com/",
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def action_pins(text: str) -> tuple[list[tuple[str, str, str]], list[str]]:

@@ -11,7 +11,6 @@ in a stand-in ``triton`` package and asked to load a cross-compiled kernel: the 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from _qemu import PYTHON, require_emulator, run_aarch64
 
-from _tools import aarch64_gcc
+from _tools import aarch64_gcc, upstream_source
 from flagtree_doctor.target import PACKAGE_TARGET
 from test_patches import apply_series, series_patches
 
@@ -161,9 +160,7 @@ def _stand_in(tmp: Path, series: list[Path], src: Path) -> Path:
 @pytest.fixture(scope="module")
 def drivers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """(the kernel, FlagTree's driver with our whole series, the same without patch 0009)."""
-    src = os.environ.get("FLAGTREE_SRC")
-    if not src:
-        pytest.skip("FLAGTREE_SRC is not set: point it at a pristine checkout of the pinned flagtree commit")
+    src = upstream_source("FLAGTREE_SRC")
     tmp = tmp_path_factory.mktemp("driver")
     series = series_patches("flagtree")
     without = [p for p in series if not p.name.startswith("0009-")]
@@ -172,7 +169,7 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     kernel = tmp / "kernel.so"
     subprocess.run([aarch64_gcc(), "-O2", "-fPIC", "-shared", *PACKAGE_TARGET.components[0].flags,
                     str(tmp / "kernel.c"), "-o", str(kernel)], check=True)  # fmt: skip
-    return kernel, _stand_in(tmp / "with", series, Path(src)), _stand_in(tmp / "without", without, Path(src))
+    return kernel, _stand_in(tmp / "with", series, src), _stand_in(tmp / "without", without, src)
 
 
 @pytest.mark.parametrize("cpu", ["cortex-a76", "neoverse-n1", "max", "max,sve-default-vector-length=16"])
