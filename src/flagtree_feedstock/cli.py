@@ -27,7 +27,9 @@ from .variants import variant_files
 
 PROG = "flagtree-feedstock"
 INSTALL_TARGET = "flagtree-cpu"
-RENDER_SCHEMA_VERSION = "1"
+# The `--render-only --json` contract: bumped whenever a key is renamed, removed or changes meaning (2: the
+# top-level "version" became "schema_version", the name flagtree-doctor and flagtree-verify use).
+RENDER_SCHEMA_VERSION = "2"
 LOGGER = logging.getLogger("flagtree_feedstock")
 
 
@@ -308,7 +310,7 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
     """
     if as_json:
         document = {
-            "version": RENDER_SCHEMA_VERSION,
+            "schema_version": RENDER_SCHEMA_VERSION,
             "outputs": [
                 {
                     "name": o.name,
