@@ -306,7 +306,10 @@ def test_render_step_refuses_another_schema_version(tmp_path: Path) -> None:
     flagtree-feedstock prints that older document; it cannot show anything about the real render."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    old = {"version": "1", "outputs": [{"name": "toy-py", "python": "3.12", "version": "1.0", "build_string": "x"}]}
+    old = {
+        "version": "1",
+        "outputs": [{"name": "toy-py", "python": "3.12", "version": "1.0", "build_string": "x"}],
+    }
     stand_in = bin_dir / "flagtree-feedstock"
     stand_in.write_text(f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(old)}\nJSON\n")
     stand_in.chmod(0o755)
