@@ -102,7 +102,9 @@ def test_a_rebuilt_package_is_tested_with_its_own_tests(
     monkeypatch.setenv("HOME", str(home))  # the shared cache, ~/.cache/rattler, would be under it
     monkeypatch.delenv("RATTLER_CACHE_DIR", raising=False)
     out = tmp_path / "channel"
-    args = [*build_args("toy-retest", out, "--target-platform", "linux-64", "--channel", empty_channel.as_uri())]
+    args = [
+        *build_args("toy-retest", out, "--target-platform", "linux-64", "--channel", empty_channel.as_uri())
+    ]
     assert main(args) == 0  # toy-retest-lib's test passes; toy-retest-app's host puts it into the cache
     cache = tmp_path / ".channel-cache" / "pkgs"
     assert [p.name for p in cache.iterdir() if p.is_dir()] == [published(out)[1].removesuffix(".conda")]
