@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 
 from ._engine import require
 from ._interrupts import deferred_interrupts
+from ._paths import check_folder, probe_writable
 from .errors import ChannelError, ConfigurationError
 from .platforms import PlatformName
 
@@ -173,6 +174,15 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
     if check:
         for package in packages:
             check_package(package)
+    # py-rattler's indexer, refused a write, can abort the interpreter as it exits: find out first.
+    for folder in sorted({channel_dir, *(p.parent for p in packages)}):
+        try:
+            probe_writable(folder)
+        except OSError as exc:
+            raise ChannelError(
+                f"cannot index {channel_dir}: cannot write in {folder}: {exc.strerror or exc}",
+                fix=f"make {folder} writable for you, or index a copy of the folder",
+            ) from None
     with deferred_interrupts():
         try:
             (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
@@ -312,10 +322,7 @@ def smoke_install(
     for folder in local_folders:
         _check_readable_index(folder, platform)
     names = _spec_names(rattler, errors, specs)
-    if prefix.exists() and not prefix.is_dir():
-        raise ConfigurationError(
-            f"--prefix {prefix} is a file, not a folder", fix="pass a new or empty --prefix"
-        )
+    check_folder(prefix, option="--prefix")
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
     local = rattler.Channel(channel_dir.resolve().as_uri())

@@ -245,19 +245,15 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
 
 
 def check_inputs(options: BuildOptions, *, render_only: bool) -> None:
-    """The paths and channels of a build, each checked before anything renders or builds.
+    """The recipe folder, the channels and the output folder, each checked before anything renders or builds.
 
-    The variant files' contents are checked by :func:`.variants.check_variant_files` when they render.
+    The variant files (a file, UTF-8, every key and value) are checked by
+    :func:`.variants.check_variant_files` when they render, before the engine reads them.
     """
     if options.recipe_dir.exists() and not options.recipe_dir.is_dir():
         raise ConfigurationError(
             f"--recipe-dir {options.recipe_dir} is a file, not a folder",
             fix="pass --recipe-dir the folder that holds recipe.yaml",
-        )
-    if options.variant_config.is_dir():
-        raise ConfigurationError(
-            f"--variant-config {options.variant_config} is a folder, not a file",
-            fix="pass --variant-config the path of a conda_build_config.yaml",
         )
     check_channels(options.channels)
     if not render_only:

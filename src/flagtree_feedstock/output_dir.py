@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import filecmp
 import logging
@@ -28,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ._interrupts import deferred_interrupts
+from ._paths import check_folder
 from .channel import PACKAGE_SUFFIXES, check_package, index_channel, package_files
-from .errors import ConfigurationError
 
 LOGGER = logging.getLogger(__name__)
 
@@ -40,49 +39,10 @@ def _beside(channel_dir: Path, suffix: str) -> Path:
     return resolved.parent / f".{resolved.name}{suffix}"
 
 
-def check_output_dir(path: Path, *, option: str = "--output-dir") -> None:
-    """``path`` is a folder (or can be made as one) this process can write in, and so is its parent.
-
-    A file where the folder should be, or where one of its parents should be, is named as such; so is a
-    folder that cannot be written. Nothing is created.
-    """
-    try:
-        if path.exists() and not path.is_dir():
-            raise ConfigurationError(
-                f"{option} {path} is a file, not a folder",
-                fix=f"pass {option} a folder (it is made if missing), or move that file away",
-            )
-        resolved = path.resolve()
-        ancestor = resolved.parent
-        while not ancestor.exists():
-            ancestor = ancestor.parent
-    except OSError as exc:
-        raise ConfigurationError(
-            f"{option} {path} cannot be used: {exc.strerror or exc}",
-            fix="choose a shorter path" if exc.errno == errno.ENAMETOOLONG else f"choose another {option}",
-        ) from None
-    if not ancestor.is_dir():
-        raise ConfigurationError(
-            f"{option} {path} cannot be made: {ancestor} is a file, not a folder",
-            fix=f"pass {option} a path whose parents are folders",
-        )
-    # The staging folder, the lock and the cache go beside the folder, the packages into it.
-    for folder in (resolved, ancestor) if resolved.is_dir() else (ancestor,):
-        _check_writable(folder, path, option)
-
-
-def _check_writable(folder: Path, path: Path, option: str) -> None:
-    """Write and remove a scratch file in ``folder``: the only test that holds for root and ACLs alike."""
-    try:
-        descriptor, name = tempfile.mkstemp(prefix=".flagtree-write-test-", dir=folder)
-    except OSError as exc:
-        where = "" if folder == path.resolve() else f" (it is made in {folder})"
-        raise ConfigurationError(
-            f"{option} {path}{where}: cannot write in {folder}: {exc.strerror or exc}",
-            fix=f"choose another {option}, or make {folder} writable for you",
-        ) from None
-    os.close(descriptor)
-    Path(name).unlink()
+def check_output_dir(path: Path) -> None:
+    """``path`` is a folder (or can be made as one) this process can write in, and so is its parent (the
+    staging folder, the lock and the package cache go beside it). Nothing is created."""
+    check_folder(path, option="--output-dir", beside=True)
 
 
 @contextmanager
