@@ -258,10 +258,29 @@ def test_a_read_only_output_folder_is_named_before_anything_builds(
             folder.chmod(0o755)
 
 
-def test_any_other_file_system_error_is_one_line_naming_the_path(tmp_path: Path) -> None:
-    """Errors no check foresaw: a path too long, a file without read permission, a folder that cannot be
-    written, from each command."""
+@pytest.mark.parametrize("command", ["channel index", "channel install", "upload", "build"])
+def test_a_path_too_long_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """An error no check foresaw, from every command: one line with the path, exit status 10."""
     long_path = tmp_path / TOO_LONG
+    render = build_args("toy-multi", tmp_path / "out", "--render-only")
+    render[render.index("--variant-config") + 1] = str(long_path / "conda_build_config.yaml")
+    argv = {
+        "channel index": ["channel", "index", str(long_path)],
+        "channel install": ["channel", "install", str(long_path), "toy-py"],
+        "upload": ["upload", str(long_path), "--to", "prefix", "--channel", "x"],
+        "build": render,
+    }[command]
+    assert main(argv) == 10
+    shown = long_path / "conda_build_config.yaml" if command == "build" else long_path
+    assert error_line(capsys.readouterr().err) == (
+        f"flagtree-feedstock: error: File name too long: {shown} (fix: choose a shorter path)"
+    )
+
+
+def test_a_permission_is_one_line_naming_the_path(tmp_path: Path) -> None:
+    """A file without read permission, folders that cannot be written: as a user, not as root."""
     unreadable = tmp_path / "conda_build_config.yaml"
     unreadable.write_text((TOY / "conda_build_config.yaml").read_text())
     frozen = tmp_path / "frozen"  # a channel folder, indexed, then made read-only
@@ -270,12 +289,8 @@ def test_any_other_file_system_error_is_one_line_naming_the_path(tmp_path: Path)
     render = build_args("toy-multi", tmp_path / "out", "--render-only")
     render[render.index("--variant-config") + 1] = str(unreadable)
     install = ["channel", "install", str(frozen), "toy", "--prefix", str(frozen / "prefix")]
-    too_long = f"File name too long: {long_path} (fix: choose a shorter path)"
     cases = [
-        (["channel", "index", str(long_path)], 10, too_long),
-        (["channel", "install", str(long_path), "toy-py"], 10, too_long),
-        (["upload", str(long_path), "--to", "prefix", "--channel", "x"], 10, too_long),
-        (render, 10, f"Permission denied: {unreadable}"),
+        (render, 10, f"Permission denied: {unreadable} (fix: check the permissions along that path"),
         (
             ["channel", "index", str(frozen)],
             9,
