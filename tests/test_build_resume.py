@@ -107,10 +107,16 @@ def test_a_rebuilt_package_is_tested_with_its_own_tests(
     ]
     assert main(args) == 0  # toy-retest-lib's test passes; toy-retest-app's host puts it into the cache
     cache = tmp_path / ".channel-cache" / "pkgs"
-    assert [p.name for p in cache.iterdir() if p.is_dir()] == [published(out)[1].removesuffix(".conda")]
+    lib = out / "linux-64" / published(out)[1]
+    assert [p.name for p in cache.iterdir() if p.is_dir()] == [lib.name.removesuffix(".conda")]
+    before = _identity(lib)
     monkeypatch.setenv("TOY_TEST_EXIT", "7")  # the same package name, another test
     assert main([*args, "--force", "--output", "toy-retest-lib"]) == 8
     captured = capsys.readouterr()
     assert "toy-retest-lib's test exits with 7" in captured.err  # the new test ran...
     assert "failed: Test failed" in error_line(captured.err)  # ...and failed, as it must
     assert not (home / ".cache" / "rattler").exists()  # the shared cache was never used
+    # The package that failed its test (the engine moves it to broken/) is not published: the channel keeps
+    # the one that passed.
+    assert _identity(lib) == before
+    assert sorted(p.name for p in out.iterdir()) == ["linux-64", "noarch"]
