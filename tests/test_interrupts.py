@@ -139,7 +139,9 @@ def test_ctrl_c_while_a_command_loads(tmp_path: Path, command: str, module: str)
         argv,
         env={
             **os.environ,
-            "PYTHONPATH": str(tmp_path / "site"),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")])
+            ),
             "TOY_PAUSE_AT": module,
             "TOY_PAUSE_MARKER": str(marker),
         },

@@ -332,7 +332,7 @@ def _build_rattler(
             progress.update(task, completed=index, total=total, description=f"building {step.describe()}")
 
         published = run_plan(plan, settings, on_step=on_step, engine_events=EngineEvents(progress, err))
-        progress.update(task, completed=len(plan), description="built")
+        progress.update(task, completed=len(plan), total=len(plan), description="built")
     return published
 
 
