@@ -81,9 +81,9 @@ def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator
     It is removed, except after a failure (not an interrupt) when ``keep_on_failure`` asks to keep the
     engine's work folders in it for inspection (``--keep-build``); its path is then logged.
     """
-    parent = channel_dir.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=f".{channel_dir.name}-staging-", dir=parent))
+    resolved = channel_dir.resolve()
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=f".{resolved.name}-staging-", dir=resolved.parent))
     try:
         yield path
     except Exception:
@@ -120,7 +120,7 @@ def seed_staging(channel_dir: Path, staging: Path, *, leave_out: Collection[str]
             shutil.copy2(package, target_dir / package.name)
         seeded.add(package.name)
     if seeded:
-        index_channel(staging)
+        index_channel(staging, check=False)  # the channel folder's packages were checked as it was indexed
     return seeded
 
 
