@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from rattler.index import index_fs
@@ -35,3 +36,25 @@ def make_empty_channel(channel: Path) -> Path:
     (channel / "noarch").mkdir(parents=True)
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
     return channel
+
+
+def error_line(stderr: str) -> str:
+    """The one `flagtree-feedstock: error:` line of a run's stderr (there must be exactly one)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def leftovers(out: Path) -> list[str]:
+    """Anything in the channel folder, and any staging folder left beside it."""
+    inside = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
+    staging = sorted(p.name for p in out.parent.glob(f".{out.name}-staging-*"))
+    return inside + staging
+
+
+def published(out: Path, subdir: str = "linux-64") -> list[str]:
+    """The package files of ``out/<subdir>`` and, checked to be the same, the ones its repodata.json lists."""
+    files = sorted(p.name for p in (out / subdir).glob("*.conda"))
+    repodata = json.loads((out / subdir / "repodata.json").read_text())
+    assert sorted(repodata["packages.conda"]) == files, "the index lists exactly the package files"
+    return files

@@ -63,14 +63,25 @@ def test_cross_build_installs_the_targets_host_packages(tmp_path: Path, target_o
     assert (extracted / "share" / "toy-host.txt").read_text() == f"toy-dep for {FOREIGN}\n"
 
 
+@pytest.mark.parametrize("select", [(), ("--output", "toy-fails")], ids=["a-call-each", "one-call"])
 def test_cross_build_failure_shows_the_end_of_the_script_log(
-    tmp_path: Path, target_only_channel: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    target_only_channel: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    select: tuple[str, ...],
 ) -> None:
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("TOY_BUILD_LOG", str(log))
     out = tmp_path / "channel"
-    assert main(build_args("bad-script", out, *_cross_args(target_only_channel))) == 8
+    assert main(build_args("bad-script", out, *_cross_args(target_only_channel), *select)) == 8
     err = capsys.readouterr().err
     assert "[1/1] failing on purpose" in err
     # The cause, more than 40 lines before the end of the log, is shown as well.
     assert "toy.c:1: error: the cause, long before the end" in err
     assert "flagtree-feedstock: error: building toy-fails 1.0" in err
-    assert not out.exists()
+    # toy-good-first finished before the failure, in a call of its own or (--output toy-fails) in the same
+    # call as toy-fails, which builds the outputs before it: either way it is published, toy-fails is not.
+    assert log.read_text().splitlines() == ["toy-good-first", "toy-fails"]
+    assert [p.name.split("-1.0-")[0] for p in (out / FOREIGN).glob("*.conda")] == ["toy-good-first"]
+    assert (out / FOREIGN / "repodata.json").is_file()

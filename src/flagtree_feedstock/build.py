@@ -1,23 +1,32 @@
 """The main job: plan the builds of the rendered outputs, run them with py-rattler-build, publish a channel.
 
 Planning is pure (:func:`plan_builds`), so which outputs are built (the LLVM output once for the whole
-python matrix) is tested without building anything. Execution builds into a staging folder next to the
-channel folder and moves finished packages in only when every step succeeded.
+python matrix) is tested without building anything. Execution (:func:`run_plan`) builds what the channel
+folder lacks, one engine call at a time in a process of its own, and publishes each finished package into
+the channel folder at once.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ._engine import require
-from .channel import index_channel, publish_packages, seed_staging, staging_dir
+from ._worker import EngineCall, run_engine
 from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
+from .output_dir import (
+    evict,
+    held_package,
+    index_held,
+    output_lock,
+    package_cache,
+    publish_new,
+    seed_staging,
+    staging_dir,
+)
 from .platforms import PlatformName
 from .render import RenderedOutput
 
@@ -32,6 +41,11 @@ class BuildStep:
 
     output: RenderedOutput
     variants: int
+
+    @property
+    def stem(self) -> str:
+        """The package's file name without its suffix: name-version-build."""
+        return "-".join(self.output.key)
 
     def describe(self) -> str:
         python = f" (python {self.output.python})" if self.output.python else ""
@@ -86,7 +100,17 @@ def plan_builds(
 
 
 @dataclass(frozen=True, kw_only=True)
-class ForeignTarget:
+class RecipeSource:
+    """What the plan was rendered from: the engine's worker renders the same recipe again to build a step."""
+
+    recipe: Path
+    variant_files: tuple[Path, ...]
+    target_platform: PlatformName
+    build_platform: PlatformName | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForeignTarget(RecipeSource):
     """A target platform that is not this machine's, and what the engine needs to build for it.
 
     py-rattler-build 0.73's ``RenderedVariant.run_build`` solves the host environment for this machine's
@@ -96,9 +120,6 @@ class ForeignTarget:
     it right; for such targets each step goes through it, rendering the same variant (same build string).
     """
 
-    recipe: Path
-    variant_files: tuple[Path, ...]
-    target_platform: PlatformName
     build_platform: PlatformName
 
 
@@ -110,8 +131,12 @@ class BuildSettings:
     channels: tuple[str, ...]
     test: bool
     keep_build: bool = False
+    # Rebuild the planned packages the channel folder already holds (replacing them) instead of reusing them.
+    force: bool = False
     # A cross build whose package tests can run under an emulator (CROSSCOMPILING_EMULATOR, qemu-user).
     emulated: bool = False
+    # What the plan was rendered from, for a native build (a foreign one carries it in ``foreign``).
+    source: RecipeSource | None = None
     # Set when the target platform is not this machine's (a cross build).
     foreign: ForeignTarget | None = None
 
@@ -133,90 +158,98 @@ def run_plan(
     on_step: StepCallback | None = None,
     engine_events: object | None = None,
 ) -> list[Path]:
-    """Build every step into a staging folder, then publish and index the channel folder.
+    """Build every step the channel folder lacks; each finished package is published and indexed at once.
 
-    Later steps find earlier ones (``pin_subpackage``) through the staging folder, which is also the
-    output folder: with ``skip_existing="local"`` the engine never rebuilds a package it already holds,
-    including those the channel folder held before this run. ``engine_events`` is a py-rattler-build
-    ``ProgressCallback`` (downloads, build steps, the build log), handed to the engine unchanged.
+    Under the output folder's lock: the folder is indexed (its packages checked whole), a planned package it
+    already holds (same file name, so the same variant hash) is reused unless ``settings.force``, and the
+    rest are built one engine call at a time (:mod:`._worker`) into a staging folder that links the
+    channel's packages, so later steps solve against earlier ones (``pin_subpackage``). After every call,
+    whatever it finished lands in the channel folder (:func:`.output_dir.publish_new`), so a later failure
+    or a Ctrl-C keeps it. ``engine_events`` is a py-rattler-build ``ProgressCallback`` (downloads, build
+    steps, the build log). Returns the packages published.
     """
-    rb = require("rattler_build", "py-rattler-build")
-    tool = rb.ToolConfiguration(
-        skip_existing="local",
-        test_strategy=settings.test_strategy,
-        keep_build=settings.keep_build,
-    )
-    with staging_dir(settings.channel_dir, keep_on_failure=settings.keep_build) as staging:
-        seeded = seed_staging(settings.channel_dir, staging) if settings.channel_dir.is_dir() else frozenset()
-        channels = [staging.as_uri(), *settings.channels]
-        for index, step in enumerate(plan):
-            if on_step is not None:
-                on_step(index, len(plan), step)
-            LOGGER.debug("building %s", step.describe())
-            if settings.foreign is None:
-                _build_one(rb, step, tool=tool, staging=staging, channels=channels, events=engine_events)
-            else:
-                _build_foreign(rb, step, settings, staging=staging, channels=channels)
-        published = publish_packages(staging, settings.channel_dir, seeded=seeded)
-    index_channel(settings.channel_dir)
+    source = settings.foreign or settings.source
+    if source is None:
+        raise ValueError("BuildSettings needs the recipe source (source= or foreign=)")
+    channel_dir = settings.channel_dir
+    subdirs = (source.target_platform, "noarch")
+    published: list[Path] = []
+    with output_lock(channel_dir):
+        index_held(channel_dir)
+        todo = []
+        for step in plan:
+            held = held_package(channel_dir, step.stem, subdirs)
+            if held is not None and not settings.force:
+                LOGGER.info("reusing %s (already in %s; --force rebuilds it)", held.name, channel_dir)
+                continue
+            todo.append(step)
+        if not todo:
+            return published
+        cache = package_cache(channel_dir)
+        evict(cache, [step.stem for step in todo])
+        env = {**os.environ, "RATTLER_CACHE_DIR": str(cache)}
+        with staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging:
+            leave_out = {step.stem for step in todo} if settings.force else set()
+            known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
+            channels = [staging.as_uri(), *settings.channels]
+            for index, step in enumerate(todo):
+                if on_step is not None:
+                    on_step(index, len(todo), step)
+                LOGGER.debug("building %s", step.describe())
+                call = _engine_call(
+                    step, settings, source, staging=staging, channels=channels, events=engine_events
+                )
+                result = run_engine(call, events=engine_events, env=env)
+                # A cross step can finish several packages (outputs it pins that were missing) before it fails.
+                published += publish_new(
+                    staging, channel_dir, known=known, subdirs=subdirs, force=settings.force
+                )
+                if result.outcome == "crash":
+                    raise BuildFailedError(
+                        f"building {step.describe()} failed: {result.text}",
+                        fix="read the output above; rerun with --keep-build to keep its work folder",
+                    )
+                if result.outcome == "error":
+                    if call.mode == "recipe":
+                        _log_script_tail(staging)
+                    raise classify_build_error(step, result.text, channels, staging=staging)
     return published
 
 
-def _build_one(
-    rb: Any,  # noqa: ANN401 - the py-rattler-build module
+def _engine_call(
     step: BuildStep,
+    settings: BuildSettings,
+    source: RecipeSource,
     *,
-    tool: Any,  # noqa: ANN401 - rattler_build.ToolConfiguration
     staging: Path,
     channels: list[str],
     events: object | None,
-) -> None:
-    try:
-        step.output.engine_variant.run_build(
-            tool_config=tool, output_dir=staging, channels=channels, progress_callback=events
-        )
-    except rb.RattlerBuildError as exc:
-        raise classify_build_error(step, str(exc), channels, staging=staging) from None
-
-
-def _build_foreign(
-    rb: Any,  # noqa: ANN401 - the py-rattler-build module
-    step: BuildStep,
-    settings: BuildSettings,
-    *,
-    staging: Path,
-    channels: list[str],
-) -> None:
-    """Build ``step`` for a foreign target through the engine's command-line entry (see ForeignTarget).
+) -> EngineCall:
+    """The worker's call for ``step``: its rendered variant, or for a foreign target ``build_recipes``.
 
     ``up_to`` stops at this output (outputs it pins that the staging folder lacks are built first, as the
     engine orders them); the python override keeps to this step's variant. That entry reports no progress
     events, so after a failure the tail of the failed script's log is logged here.
     """
-    foreign = settings.foreign
-    assert foreign is not None
-    python = step.output.variant.get("python")
-    try:
-        with warnings.catch_warnings():
-            # Deprecated in favour of run_build, which cannot build for a foreign target (see ForeignTarget).
-            warnings.simplefilter("ignore", DeprecationWarning)
-            rb.build_recipes(
-                [foreign.recipe],
-                target_platform=foreign.target_platform,
-                build_platform=foreign.build_platform,
-                host_platform=foreign.target_platform,
-                channel=channels,
-                variant_config=[str(path) for path in foreign.variant_files],
-                variant_overrides={"python": [python]} if python else None,
-                up_to=step.output.name,
-                skip_existing="local",
-                test=settings.test_strategy,
-                keep_build=settings.keep_build,
-                output_dir=staging,
-            )
-    except rb.RattlerBuildError as exc:
-        _log_script_tail(staging)
-        raise classify_build_error(step, str(exc), channels, staging=staging) from None
+    common = {
+        "recipe": str(source.recipe),
+        "variant_files": tuple(str(f) for f in source.variant_files),
+        "target_platform": source.target_platform,
+        "build_platform": source.build_platform,
+        "output_dir": str(staging),
+        "channels": tuple(channels),
+        "test_strategy": settings.test_strategy,
+        "keep_build": settings.keep_build,
+        "events": events is not None,
+    }
+    if settings.foreign is None:
+        return EngineCall(mode="variant", key=step.output.key, **common)  # type: ignore[arg-type]
+    return EngineCall(
+        mode="recipe",
+        up_to=step.output.name,
+        python=step.output.variant.get("python"),
+        **common,  # type: ignore[arg-type]
+    )
 
 
 def _log_script_tail(staging: Path, lines: int = 40, errors: int = 5) -> None:

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import filecmp
 import json
 import logging
-import os
 import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ._engine import require
+from ._interrupts import deferred_interrupts
+from ._paths import check_folder, probe_writable
 from .errors import ChannelError, ConfigurationError
 from .platforms import PlatformName
 
@@ -51,137 +52,148 @@ def _build_into(folder: Path) -> str:
     return f"build into it first: flagtree-feedstock build --output-dir {folder}"
 
 
-def _folder(channel: str) -> Path:
-    """The folder of a ``file://`` channel URL."""
-    return Path(unquote(urlparse(channel).path))
+def local_folder(channel: str) -> Path | None:
+    """The folder a channel names when it is local: a ``file://`` URL or a path (``/...``, ``./...``, ``~/...``)."""
+    if channel.startswith("file://"):
+        return Path(unquote(urlparse(channel).path))
+    if channel.startswith(("/", "./", "../", "~")):
+        return Path(channel).expanduser()
+    return None
 
 
-def check_local_channels(channels: Sequence[str]) -> None:
-    """Fail early, naming the channel, when a ``file://`` channel is not an indexed channel folder."""
+def check_channels(channels: Sequence[str]) -> None:
+    """Fail early, naming the channel, when one is empty or a local one is not a whole, indexed channel folder.
+
+    Every package of a local channel is checked whole (:func:`check_package`): a damaged one would otherwise
+    stop the engine's solve or install with its own, longer message.
+    """
     for channel in channels:
-        if not channel.startswith("file://"):
-            continue
-        folder = _folder(channel)
-        if (folder / "noarch" / "repodata.json").is_file():
-            continue
-        # Suggest indexing only where it works: a folder that exists and holds packages.
-        if not folder.is_dir():
+        if not channel.strip():
             raise ConfigurationError(
-                f"channel {channel}: folder {folder} does not exist",
-                fix="pass --channel an existing channel folder or a channel name",
+                f"a --channel is empty ({channel!r})",
+                fix="pass --channel a channel name (conda-forge), a URL, or a file:// URL of a channel folder",
             )
-        if not package_files(folder):
+        folder = local_folder(channel)
+        if folder is None:
+            continue
+        if folder.exists() and not folder.is_dir():
             raise ConfigurationError(
-                f"channel {channel} is not an indexed channel folder and holds no packages",
-                fix="pass --channel a channel folder with packages, or a channel name",
+                f"channel {channel}: {folder} is a file, not a channel folder",
+                fix="pass --channel the folder that holds noarch/ and the platform subdirs",
             )
-        raise ConfigurationError(
-            f"channel {channel} is not an indexed channel folder (no noarch/repodata.json)",
-            fix=f"run: flagtree-feedstock channel index {folder}",
+        if not (folder / "noarch" / "repodata.json").is_file():
+            raise _not_a_channel(channel, folder)
+        for package in package_files(folder):
+            check_package(package)
+
+
+def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
+    """Why ``folder`` is not an indexed channel; the fix suggests indexing only where that works."""
+    if not folder.is_dir():
+        return ConfigurationError(
+            f"channel {channel}: folder {folder} does not exist",
+            fix="pass --channel an existing channel folder or a channel name",
+        )
+    if not package_files(folder):
+        return ConfigurationError(
+            f"channel {channel} is not an indexed channel folder and holds no packages",
+            fix="pass --channel a channel folder with packages, or a channel name",
+        )
+    return ConfigurationError(
+        f"channel {channel} is not an indexed channel folder (no noarch/repodata.json)",
+        fix=f"run: flagtree-feedstock channel index {folder}",
+    )
+
+
+def check_package(path: Path) -> None:
+    """Raise :class:`ChannelError` naming ``path`` unless it is a whole conda package.
+
+    A ``.conda`` file is a zip archive: it must open, every member must pass its CRC-32 and the package
+    metadata must be there. A ``.tar.bz2`` must decompress to its end (bzip2 checks each block's CRC). A
+    truncated download or flipped bytes fail one of these; py-rattler's indexer would panic on the first
+    and index the second without a word.
+    """
+    try:
+        reason = _conda_damage(path) if path.name.endswith(".conda") else _tar_bz2_damage(path)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        reason = _first_line(exc)
+    except OSError as exc:
+        if exc.errno is not None:  # the file could not be read: not a damaged package
+            raise
+        reason = _first_line(exc)  # bz2's "Invalid data stream"
+    if reason is not None:
+        raise ChannelError(
+            f"{path} is damaged ({reason}): it is not a whole conda package",
+            fix=f"remove it, then rebuild it (flagtree-feedstock build --output-dir {path.parent.parent}) "
+            "or download it again",
         )
 
 
-@contextmanager
-def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator[Path]:
-    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename).
+def _conda_damage(path: Path) -> str | None:
+    with zipfile.ZipFile(path) as archive:
+        failed = archive.testzip()
+        names = archive.namelist()
+    if failed is not None:
+        return f"{failed} fails its checksum"
+    if "metadata.json" not in names or not any(n.startswith("info-") for n in names):
+        return "it holds no conda package metadata"
+    return None
 
-    It is removed, except after a failure when ``keep_on_failure`` asks to keep the engine's work folders in
-    it for inspection (``--keep-build``); its path is then logged.
+
+def _tar_bz2_damage(path: Path) -> str | None:
+    with tarfile.open(path, "r:bz2") as archive:
+        names = []
+        for member in archive:
+            names.append(member.name)
+            stream = archive.extractfile(member)
+            while stream is not None and stream.read(1 << 20):
+                pass
+    return None if "info/index.json" in names else "it holds no info/index.json"
+
+
+def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
+    """Write ``repodata.json`` for every subdir of ``channel_dir`` (py-rattler's indexer); return them.
+
+    Every package is checked whole first (``check=False`` when the caller has just checked them). A Ctrl-C
+    meanwhile is held until the index is written; the indexer's scratch folder is removed in any case.
     """
-    parent = channel_dir.resolve().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot create {parent}: {exc.strerror}", fix="choose another --output-dir"
-        ) from None
-    path = Path(tempfile.mkdtemp(prefix=f".{channel_dir.name}-staging-", dir=parent))
-    try:
-        yield path
-    except BaseException:
-        if keep_on_failure:
-            LOGGER.warning("kept the failed build's work folders for inspection: %s", path)
-            raise
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def seed_staging(channel_dir: Path, staging: Path) -> frozenset[str]:
-    """Link the packages ``channel_dir`` already holds into ``staging`` and index it.
-
-    The engine's ``skip_existing="local"`` then skips them: an LLVM output built by an earlier run (or an
-    earlier CI job whose channel was downloaded here) is reused, not rebuilt. Returns the seeded file names.
-    """
-    seeded: set[str] = set()
-    for package in package_files(channel_dir):
-        target_dir = staging / package.parent.name
-        target_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(package, target_dir / package.name)
-        except OSError:
-            shutil.copy2(package, target_dir / package.name)
-        seeded.add(package.name)
-    if seeded:
-        index_channel(staging)
-    return frozenset(seeded)
-
-
-def publish_packages(staging: Path, channel_dir: Path, *, seeded: frozenset[str] = frozenset()) -> list[Path]:
-    """Move every new or rebuilt package file of ``staging/<subdir>/`` into ``channel_dir/<subdir>/`` by rename.
-
-    A seeded package the engine left as it was is not published again. One it rebuilt under the same file
-    name (conda-build does not skip existing packages) replaces the channel folder's file, with a warning:
-    the channel never keeps an older build in place of the one just made.
-    """
-    published: list[Path] = []
-    for package in package_files(staging):
-        target_dir = channel_dir / package.parent.name
-        target = target_dir / package.name
-        if package.name in seeded and _unchanged(package, target):
-            continue
-        if target.exists():
-            LOGGER.warning("replacing %s: this run built a different package under the same name", target)
-        target_dir.mkdir(parents=True, exist_ok=True)
-        package.chmod(0o644)  # the engine writes 0600 files; a channel is read by others
-        package.replace(target)
-        published.append(target)
-    return published
-
-
-def _unchanged(staged: Path, published: Path) -> bool:
-    """The staged file is still the channel's: the same file (a hard link) or the same bytes (a copy)."""
-    if not published.is_file():
-        return False
-    return staged.samefile(published) or filecmp.cmp(staged, published, shallow=False)
-
-
-def index_channel(channel_dir: Path) -> list[Path]:
-    """Write ``repodata.json`` for every subdir of ``channel_dir`` (py-rattler's indexer); return them."""
     rattler_index = require("rattler.index", "py-rattler")
-    rattler_errors = require("rattler.exceptions", "py-rattler")
+    if channel_dir.exists() and not channel_dir.is_dir():
+        raise ConfigurationError(
+            f"{channel_dir} is a file, not a channel folder",
+            fix="pass the folder that holds noarch/ and the platform subdirs",
+        )
     if not channel_dir.is_dir():
         raise ConfigurationError(f"channel folder {channel_dir} does not exist", fix=_build_into(channel_dir))
-    if not package_files(channel_dir):
+    packages = package_files(channel_dir)
+    if not packages:
         raise ChannelError(
             f"channel folder {channel_dir} holds no packages (*.conda, *.tar.bz2 in its subdirs) to index",
             fix=_build_into(channel_dir),
         )
-    (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
-    try:
-        asyncio.run(rattler_index.index_fs(channel_dir, write_zst=False, write_shards=False, force=True))
-    except (
-        OSError,
-        rattler_errors.IoError,
-        rattler_errors.ExtractError,
-        rattler_errors.ConversionError,
-    ) as exc:
-        raise ChannelError(
-            f"indexing {channel_dir} failed: {exc}", fix="remove the damaged package files and index again"
-        ) from None
-    leftover = channel_dir / ".tmp"  # py-rattler's indexer leaves its empty scratch folder behind
-    if leftover.is_dir() and not any(leftover.iterdir()):
-        leftover.rmdir()
+    if check:
+        for package in packages:
+            check_package(package)
+    # py-rattler's indexer, refused a write, can abort the interpreter as it exits: find out first.
+    for folder in sorted({channel_dir, *(p.parent for p in packages)}):
+        try:
+            probe_writable(folder)
+        except OSError as exc:
+            raise ChannelError(
+                f"cannot index {channel_dir}: cannot write in {folder}: {exc.strerror or exc}",
+                fix=f"make {folder} writable for you, or index a copy of the folder",
+            ) from None
+    with deferred_interrupts():
+        try:
+            (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
+            asyncio.run(rattler_index.index_fs(channel_dir, write_zst=False, write_shards=False, force=True))
+        except Exception as exc:  # noqa: BLE001 - py-rattler raises many classes, a panic in a task among them
+            raise ChannelError(
+                f"indexing {channel_dir} failed: {_first_line(exc)}",
+                fix=f"check that you can write in {channel_dir}, and its package files",
+            ) from None
+        finally:
+            shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's indexer's scratch folder
     return sorted(channel_dir.glob("*/repodata.json"))
 
 
@@ -218,9 +230,8 @@ def _unreachable(exc: Exception, names: Sequence[str], channels: Sequence[Any]) 
     """A channel whose index could not be fetched: name it (the one in the engine's message, else all)."""
     reason = _first_line(exc)
     named = [n for n, c in zip(names, channels, strict=True) if c.base_url in reason] or list(names)
-    cause = str(exc).strip().splitlines()[-1].removeprefix("Caused by: ")
     return ChannelError(
-        f"channel {', '.join(named)} is unreachable: {reason}" + (f" ({cause})" if cause != reason else ""),
+        f"channel {', '.join(named)} is unreachable: {_with_cause(exc)}",
         fix="check the network and the http(s)_proxy variables, or install without that -c channel",
     )
 
@@ -269,6 +280,13 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _with_cause(exc: BaseException) -> str:
+    """The first line of py-rattler's message and, when it has a chain of causes, the last cause."""
+    first = _first_line(exc)
+    cause = str(exc).strip().splitlines()[-1].removeprefix("Caused by: ").strip() if str(exc).strip() else ""
+    return f"{first} ({cause})" if cause and cause != first else first
+
+
 @dataclass(frozen=True, kw_only=True)
 class InstalledPackage:
     """A package a smoke install put into the scratch prefix."""
@@ -290,12 +308,21 @@ def smoke_install(
     """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``."""
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
+    if channel_dir.exists() and not channel_dir.is_dir():
+        raise ConfigurationError(
+            f"{channel_dir} is a file, not a channel folder",
+            fix="pass the folder that holds noarch/ and the platform subdirs",
+        )
     if not (channel_dir / "noarch" / "repodata.json").is_file():
         raise _not_indexed(channel_dir)
-    check_local_channels(extra_channels)
-    for folder in [channel_dir, *(_folder(c) for c in extra_channels if c.startswith("file://"))]:
+    check_channels(extra_channels)
+    for package in package_files(channel_dir):
+        check_package(package)
+    local_folders = [channel_dir, *(f for f in map(local_folder, extra_channels) if f is not None)]
+    for folder in local_folders:
         _check_readable_index(folder, platform)
     names = _spec_names(rattler, errors, specs)
+    check_folder(prefix, option="--prefix")
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
     local = rattler.Channel(channel_dir.resolve().as_uri())
@@ -325,10 +352,17 @@ def smoke_install(
             )
         )
     except (OSError, errors.InstallerError, errors.LinkError, errors.TransactionError, errors.IoError) as exc:
-        shutil.rmtree(prefix, ignore_errors=True)
+        with deferred_interrupts():
+            shutil.rmtree(prefix, ignore_errors=True)
         raise ChannelError(
-            f"installing into {prefix} failed: {exc}", fix="check free disk space and the package files"
+            f"installing into {prefix} failed: {_with_cause(exc)}",
+            fix=f"check free disk space; if the packages of {channel_dir} changed since it was indexed, index it "
+            f"again (flagtree-feedstock channel index {channel_dir})",
         ) from None
+    except BaseException:  # a Ctrl-C: no half-installed prefix is left
+        with deferred_interrupts():
+            shutil.rmtree(prefix, ignore_errors=True)
+        raise
     return [
         InstalledPackage(
             name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)

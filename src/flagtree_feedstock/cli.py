@@ -10,24 +10,29 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from ._interrupts import EXIT_INTERRUPTED
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds, select_outputs
-from .channel import check_local_channels, package_files
-from .errors import ConfigurationError, FeedstockError
+from .channel import check_channels, package_files
+from .errors import ConfigurationError, FeedstockError, file_access_error
 from .options import TOOLS, BuildOptions, from_cli
+from .output_dir import check_output_dir
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
 from .variants import variant_files
 
 PROG = "flagtree-feedstock"
 INSTALL_TARGET = "flagtree-cpu"
-RENDER_SCHEMA_VERSION = "1"
+# The `--render-only --json` contract: bumped whenever a key is renamed, removed or changes meaning (2: the
+# top-level "version" became "schema_version", the name flagtree-doctor and flagtree-verify use).
+RENDER_SCHEMA_VERSION = "2"
 LOGGER = logging.getLogger("flagtree_feedstock")
 
 
@@ -84,7 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--json", action="store_true", help="with --render-only: print JSON")
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
-    build.add_argument("--keep-build", action="store_true", help="keep the engine's work folder")
+    build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
+    build.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild the selected packages the output folder already holds (they are reused otherwise)",
+    )
 
     channel = sub.add_parser("channel", help="index a channel folder or smoke-install from it")
     channel_sub = channel.add_subparsers(dest="channel_command", required=True)
@@ -167,18 +177,15 @@ def main(
         if args.command == "build":
             return _build(args, env, out, err)
         return _upload(args, env, out) if args.command == "upload" else _channel(args, out)
-    except FeedstockError as exc:
+    except (FeedstockError, OSError) as exc:  # an OSError: a path no check foresaw, named in one line
+        error = exc if isinstance(exc, FeedstockError) else file_access_error(exc)
         if args.debug_traceback or env.get("FLAGTREE_FEEDSTOCK_DEBUG"):
             traceback.print_exc()
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return exc.return_code
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return error.return_code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-
-
-def entrypoint() -> None:
-    sys.exit(main(sys.argv[1:]))
+        return EXIT_INTERRUPTED
 
 
 def _configure_logging(err: Console) -> None:
@@ -195,7 +202,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
     options = from_cli(vars(args), env)
     _check_build_flags(args, options)
-    check_local_channels(options.channels)
+    check_inputs(options, render_only=args.render_only)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
     outputs = render(
         options.recipe_dir / "recipe.yaml",
@@ -237,12 +244,30 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     return 0
 
 
+def check_inputs(options: BuildOptions, *, render_only: bool) -> None:
+    """The recipe folder, the channels and the output folder, each checked before anything renders or builds.
+
+    The variant files (a file, UTF-8, every key and value) are checked by
+    :func:`.variants.check_variant_files` when they render, before the engine reads them.
+    """
+    if options.recipe_dir.exists() and not options.recipe_dir.is_dir():
+        raise ConfigurationError(
+            f"--recipe-dir {options.recipe_dir} is a file, not a folder",
+            fix="pass --recipe-dir the folder that holds recipe.yaml",
+        )
+    check_channels(options.channels)
+    if not render_only:
+        check_output_dir(options.output_dir)
+
+
 def _check_build_flags(args: argparse.Namespace, options: BuildOptions) -> None:
     """The combinations of ``build`` options that cannot work, each one line naming the option to drop."""
     if args.json and not args.render_only:
         raise ConfigurationError(
             "--json works only with --render-only", fix="add --render-only or drop --json"
         )
+    if options.force and args.render_only:
+        raise ConfigurationError("--force does nothing with --render-only", fix="drop --force")
     if options.outputs and options.tool != "rattler-build":
         raise ConfigurationError(
             f"--output works only with --tool rattler-build, not {options.tool}", fix="drop --output"
@@ -271,14 +296,16 @@ def _build_rattler(
     build_platform: PlatformName,
     emulated: bool = False,
 ) -> list[Path]:
-    from .build import BuildSettings, BuildStep, ForeignTarget, run_plan  # noqa: PLC0415
+    from .build import BuildSettings, BuildStep, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs)
+    recipe = options.recipe_dir / "recipe.yaml"
+    files = variant_files(options.recipe_dir, options.variant_config)
     foreign = None
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
-            recipe=options.recipe_dir / "recipe.yaml",
-            variant_files=variant_files(options.recipe_dir, options.variant_config),
+            recipe=recipe,
+            variant_files=files,
             target_platform=options.target_platform,
             build_platform=build_platform,
         )
@@ -287,7 +314,15 @@ def _build_rattler(
         channels=options.channels,
         test=options.test,
         keep_build=options.keep_build,
+        force=options.force,
         emulated=emulated,
+        # As _build rendered the plan, so the engine's worker renders the same packages.
+        source=RecipeSource(
+            recipe=recipe,
+            variant_files=files,
+            target_platform=options.target_platform,
+            build_platform=options.build_platform,
+        ),
         foreign=foreign,
     )
     with new_progress(err) as progress:
@@ -297,7 +332,7 @@ def _build_rattler(
             progress.update(task, completed=index, total=total, description=f"building {step.describe()}")
 
         published = run_plan(plan, settings, on_step=on_step, engine_events=EngineEvents(progress, err))
-        progress.update(task, completed=len(plan), description="built")
+        progress.update(task, completed=len(plan), total=len(plan), description="built")
     return published
 
 
@@ -308,7 +343,7 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
     """
     if as_json:
         document = {
-            "version": RENDER_SCHEMA_VERSION,
+            "schema_version": RENDER_SCHEMA_VERSION,
             "outputs": [
                 {
                     "name": o.name,
@@ -356,10 +391,13 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
 
 def _channel(args: argparse.Namespace, out: Console) -> int:
     from .channel import index_channel, smoke_install  # noqa: PLC0415
+    from .output_dir import output_lock  # noqa: PLC0415
 
     if args.channel_command == "index":
-        for repodata in index_channel(args.channel_dir):
-            out.print(f"indexed {repodata}")
+        # A build may be writing into the folder: wait for it (a folder that is not there takes no lock file).
+        with output_lock(args.channel_dir) if args.channel_dir.is_dir() else nullcontext():
+            for repodata in index_channel(args.channel_dir):
+                out.print(f"indexed {repodata}")
         return 0
     platform = parse_platform(args.target_platform, option="--target-platform")
     if args.prefix is not None:

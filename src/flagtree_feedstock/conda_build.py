@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from . import _subprocess
-from .channel import index_channel, publish_packages, seed_staging, staging_dir
 from .errors import ConfigurationError
+from .output_dir import index_held, output_lock, publish_new, seed_staging, staging_dir
 from .platforms import PlatformName
 
 CondaTool = Literal["conda-build", "boa"]
@@ -63,12 +63,15 @@ def environment(request: CondaBuildRequest, base: Mapping[str, str]) -> dict[str
 
 
 def build(request: CondaBuildRequest, *, base_env: Mapping[str, str] | None = None) -> list[Path]:
-    """Run conda-build/boa into a staging folder and publish + index the channel folder on success."""
-    with staging_dir(request.channel_dir) as staging:
-        seeded = seed_staging(request.channel_dir, staging) if request.channel_dir.is_dir() else frozenset()
-        _subprocess.run(
-            command(request, output_folder=staging), env=environment(request, base_env or os.environ)
-        )
-        published = publish_packages(staging, request.channel_dir, seeded=seeded)
-    index_channel(request.channel_dir)
-    return published
+    """Run conda-build/boa into a staging folder and publish + index the channel folder on success.
+
+    conda-build builds every package in one process, so its packages land together, after it succeeded.
+    """
+    with output_lock(request.channel_dir):
+        index_held(request.channel_dir)
+        with staging_dir(request.channel_dir) as staging:
+            known = seed_staging(request.channel_dir, staging) if request.channel_dir.is_dir() else set()
+            _subprocess.run(
+                command(request, output_folder=staging), env=environment(request, base_env or os.environ)
+            )
+            return publish_new(staging, request.channel_dir, known=known, subdirs=(request.target, "noarch"))

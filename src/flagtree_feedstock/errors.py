@@ -6,6 +6,8 @@ The CLI catches :class:`FeedstockError` only at its boundary and prints one line
 
 from __future__ import annotations
 
+import errno
+
 from flagtree_doctor.errors import ActionableError
 
 
@@ -59,3 +61,33 @@ class ChannelError(FeedstockError):
     """A channel folder could not be indexed, solved from or installed from."""
 
     return_code = 9
+
+
+class FileAccessError(FeedstockError):
+    """A file or folder could not be read or written: a permission, a path too long, a full disk."""
+
+    return_code = 10
+
+
+# What to do about the file-system errors a user can meet, by errno; others get a generic fix.
+_FILE_FIXES = {
+    errno.EACCES: "check the permissions along that path, or choose another path",
+    errno.EPERM: "check the permissions along that path, or choose another path",
+    errno.EROFS: "that file system is mounted read-only: choose a path on another one",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.ENOSPC: "free disk space there, or choose a path on another file system",
+    errno.EDQUOT: "free space within your disk quota, or choose another path",
+}
+
+
+def file_access_error(exc: OSError) -> FileAccessError:
+    """``exc`` as one line naming the path(s) it concerns and what to do."""
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return FileAccessError(
+        f"{reason}: {paths}" if paths else reason,
+        fix=_FILE_FIXES.get(
+            exc.errno or 0,
+            "check that path" if paths else "rerun as flagtree-feedstock --debug-traceback ... to see where",
+        ),
+    )

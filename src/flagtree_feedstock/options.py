@@ -31,6 +31,7 @@ class BuildOptions:
     tool: Tool = "rattler-build"
     test: bool = True
     keep_build: bool = False
+    force: bool = False
 
     def summary(self) -> str:
         """One line per option; those that differ from the defaults are marked with ``*``."""
@@ -120,6 +121,7 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         tool=_parse_tool(str(tool)) if tool else default.tool,
         test=not values.get("no_test"),
         keep_build=bool(values.get("keep_build")),
+        force=bool(values.get("force")),
     )
 
 

@@ -48,6 +48,10 @@ _ENGINE_NAMES = frozenset(
 )  # fmt: skip
 _COMPILER_CALL = re.compile(r"\b(compiler|stdlib)\(\s*['\"](\w+)['\"]\s*\)")
 _HEX = {"_commit": (40, "a full git commit (40 hex digits)"), "_sha256": (64, "a sha256 (64 hex digits)")}
+# Keys whose entries are python versions, as conda-forge writes them: "3.12", or "3.12.* *_cpython" (a version
+# and a build string glob).
+_PYTHON_KEYS = frozenset({"python", "python_min"})
+_PYTHON_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(\.\*)?( +[^ ]+)?")
 
 
 def variant_files(recipe_dir: Path, global_file: Path) -> tuple[Path, ...]:
@@ -84,14 +88,14 @@ def recipe_keys(recipe_dir: Path) -> RecipeKeys:
     v1 = recipe_dir / "recipe.yaml"
     if v1.is_file():
         recipes.append(v1)
-        text = v1.read_text()
+        text = read_utf8(v1, "recipe")
         found, requirements = _v1_names(text, jinja2)
         names |= found
         mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=True), jinja2)
     meta = recipe_dir / "meta.yaml"
     if meta.is_file():
         recipes.append(meta)
-        text = meta.read_text()
+        text = read_utf8(meta, "recipe")
         found = _template_names(text, _environment(jinja2, v1=False), jinja2)
         names |= found
         mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=False), jinja2)
@@ -129,7 +133,7 @@ def template_variables(template: str) -> frozenset[str]:
 
 def _calls(recipes: Sequence[Path]) -> Iterator[tuple[str, str]]:
     for recipe in recipes:
-        yield from _COMPILER_CALL.findall(recipe.read_text())
+        yield from _COMPILER_CALL.findall(read_utf8(recipe, "recipe"))
 
 
 def _environment(jinja2: Any, *, v1: bool) -> Any:  # noqa: ANN401 - the jinja2 module and its Environment
@@ -219,6 +223,8 @@ class _Entry:
     line: int
     values: tuple[tuple[object, int], ...]  # (value, line) of each list item; a value is None unless scalar
     is_list: bool
+    # Each value as a message shows it: quoted text, `~ (no value)`, `a list`, `a mapping`.
+    shown: tuple[str, ...] = ()
 
 
 def check_variant_files(files: Sequence[Path], keys: RecipeKeys) -> None:
@@ -235,13 +241,18 @@ def check_variant_files(files: Sequence[Path], keys: RecipeKeys) -> None:
 def _read(path: Path) -> dict[str, _Entry]:
     import yaml  # noqa: PLC0415
 
+    if path.is_dir():
+        raise ConfigurationError(
+            f"variant file {path} is a folder, not a file",
+            fix="pass --variant-config the path of a conda_build_config.yaml",
+        )
     if not path.is_file():
         raise ConfigurationError(
             f"variant file {path} does not exist",
             fix="pass --variant-config PATH to a conda_build_config.yaml",
         )
     try:
-        root = yaml.compose(path.read_text())
+        root = yaml.compose(read_utf8(path, "variant file"))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -264,14 +275,42 @@ def _read(path: Path) -> dict[str, _Entry]:
             line=key_node.start_mark.line + 1,
             values=tuple((_scalar(item), item.start_mark.line + 1) for item in items),
             is_list=isinstance(value_node, yaml.SequenceNode),
+            shown=tuple(_shown(item) for item in items),
         )
     return entries
 
 
+def read_utf8(path: Path, what: str) -> str:
+    """The text of ``path``; bytes that are not UTF-8 are one error naming the file, the offset and the line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigurationError(
+            f"{what} {path} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line})",
+            fix=f"save {path.name} as UTF-8 text",
+        ) from None
+
+
+_NULL_TAG = "tag:yaml.org,2002:null"
+
+
 def _scalar(node: Any) -> object:  # noqa: ANN401 - a yaml.Node
+    """A scalar's text; None for anything else, YAML's null (``~``, ``null``, nothing) included."""
     import yaml  # noqa: PLC0415
 
-    return node.value if isinstance(node, yaml.ScalarNode) else None
+    return node.value if isinstance(node, yaml.ScalarNode) and node.tag != _NULL_TAG else None
+
+
+def _shown(node: Any) -> str:  # noqa: ANN401 - a yaml.Node
+    import yaml  # noqa: PLC0415
+
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    return f"{node.value or '~'} (no value)" if node.tag == _NULL_TAG else repr(node.value)
 
 
 def _recipes(keys: RecipeKeys) -> tuple[str, bool]:
@@ -336,12 +375,44 @@ def _values(entries: Mapping[str, list[_Entry]]) -> Iterator[ConfigurationError]
                 f"{entry.file}:{entry.line}: {name} is {shape}", fix=f"make {name} {what}"
             )
             continue
-        for suffix, (digits, what) in _HEX.items():
-            if not name.endswith(suffix):
-                continue
-            for value, line in entry.values:
-                if not (isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{digits}}}", value)):
-                    yield ConfigurationError(
-                        f"{entry.file}:{line}: {name} is {value!r}, not {what}",
-                        fix=f"pin {name} to {what}",
-                    )
+        yield from _entry_values(name, entry)
+
+
+def _entry_values(name: str, entry: _Entry) -> Iterator[ConfigurationError]:
+    """Each value of a key that is not what the key needs: a pin's hash, a python version, one value."""
+    hexes = [(digits, what) for suffix, (digits, what) in _HEX.items() if name.endswith(suffix)]
+    for (value, line), shown in zip(entry.values, entry.shown, strict=True):
+        for digits, what in hexes:
+            if not (isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{digits}}}", value)):
+                reason = _near_miss(value, digits)
+                yield ConfigurationError(
+                    f"{entry.file}:{line}: {name} is {shown}, not {what}" + (f": {reason}" if reason else ""),
+                    fix=f"pin {name} to {what}",
+                )
+        if hexes:
+            continue
+        if name in _PYTHON_KEYS:
+            if not (isinstance(value, str) and _PYTHON_VERSION.fullmatch(value)):
+                yield ConfigurationError(
+                    f"{entry.file}:{line}: {name} entry {shown} is not a python version",
+                    fix=f'write each {name} entry as a quoted version, "3.12" or "3.12.* *_cpython"',
+                )
+        elif value is None:
+            yield ConfigurationError(
+                f"{entry.file}:{line}: {name} has {shown} where a value belongs",
+                fix=f"write each {name} entry as one quoted value",
+            )
+
+
+def _near_miss(value: object, digits: int) -> str:
+    """Why a pin that looks almost right is not: spaces, upper case, the other hash's length, a digit short."""
+    if not isinstance(value, str):
+        return ""
+    if value != value.strip():
+        return "it has spaces around it"
+    if not re.fullmatch("[0-9a-fA-F]+", value):
+        return ""
+    if len(value) == digits:
+        return "it has upper-case letters (write it in lower case)"
+    other = {40: "a git commit", 64: "a sha256"}.get(len(value))
+    return f"it has {len(value)} hex digits" + (f", the length of {other}" if other else "")

@@ -1,0 +1,63 @@
+"""Folders a command will write in, checked before it starts: a folder (or one that can be made), writable.
+
+Writability is tested by writing: a scratch file is made and removed. ``os.access`` answers for the real
+user id and ignores what root may do, read-only mounts aside; a write is the one test that holds for every
+user, ACL and mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import ConfigurationError
+
+
+def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
+    """``path`` is a folder, or can be made as one, that this process can write in.
+
+    ``beside``: the folder that holds ``path`` must be writable too (scratch folders are made next to it).
+    A file where the folder or one of its parents should be is named as such. Nothing is created.
+    """
+    try:
+        if path.exists() and not path.is_dir():
+            raise ConfigurationError(
+                f"{option} {path} is a file, not a folder",
+                fix=f"pass {option} a folder (it is made if missing), or move that file away",
+            )
+        resolved = path.resolve()
+        ancestor = resolved.parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{option} {path} cannot be used: {exc.strerror or exc}",
+            fix="choose a shorter path" if exc.errno == errno.ENAMETOOLONG else f"choose another {option}",
+        ) from None
+    if not ancestor.is_dir():
+        raise ConfigurationError(
+            f"{option} {path} cannot be made: {ancestor} is a file, not a folder",
+            fix=f"pass {option} a path whose parents are folders",
+        )
+    exists = resolved.is_dir()
+    folders = [resolved] if exists else []
+    if beside or not exists:
+        folders.append(ancestor)
+    for folder in folders:
+        try:
+            probe_writable(folder)
+        except OSError as exc:
+            where = "" if folder == resolved else f" (it is made in {folder})" if not exists else ""
+            raise ConfigurationError(
+                f"{option} {path}{where}: cannot write in {folder}: {exc.strerror or exc}",
+                fix=f"choose another {option}, or make {folder} writable for you",
+            ) from None
+
+
+def probe_writable(folder: Path) -> None:
+    """Make and remove a scratch file in ``folder``; raise the OSError that stops it."""
+    descriptor, name = tempfile.mkstemp(prefix=".flagtree-write-test-", dir=folder)
+    os.close(descriptor)
+    Path(name).unlink()
