@@ -18,6 +18,7 @@ from typing import Any
 from ._engine import require
 from .channel import index_channel, publish_packages, seed_staging, staging_dir
 from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
+from .local_paths import scrub_new_packages
 from .platforms import PlatformName
 from .render import RenderedOutput
 
@@ -157,6 +158,7 @@ def run_plan(
                 _build_one(rb, step, tool=tool, staging=staging, channels=channels, events=engine_events)
             else:
                 _build_foreign(rb, step, settings, staging=staging, channels=channels)
+        scrub_new_packages(staging, seeded, settings.channel_dir, channels)  # no build-machine paths in them
         published = publish_packages(staging, settings.channel_dir, seeded=seeded)
     index_channel(settings.channel_dir)
     return published
