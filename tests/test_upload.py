@@ -680,5 +680,6 @@ def test_a_409_for_a_file_the_listing_did_not_show(
         assert _error_line(err) == (
             f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at "
             f'{url} failed: package already exists (HTTP 409): {{"detail": "package already exists"}}; '
-            "none uploaded (fix: check PREFIX_API_KEY (its scopes), the channel name and --url)"
+            "none uploaded (fix: the server holds a file of that name but does not list it yet: rerun later, "
+            "or remove it there)"
         )

@@ -214,6 +214,8 @@ def _upload_error(
     status = re.search(r"(?:HTTP |\()([45]\d\d)\b", reason)
     if status and status.group(1).startswith("5"):
         fix = "the server failed: retry later, or check --url"
+    elif _conflict(exc):  # a 409 the second look did not explain: held, but not listed (yet)
+        fix = "the server holds a file of that name but does not list it yet: rerun later, or remove it there"
     else:
         fix = f"check {variable} (its scopes), the channel name and --url"
     return ChannelError(
