@@ -1,32 +1,53 @@
 """A loopback HTTP server that records every request and answers as a test scripted it, for the upload tests.
 
-It stands in for prefix.dev's and anaconda.org's upload APIs, which cannot be reached here; it knows nothing of
-their rules (it accepts any token, any body), so it shows what the client sends, not whether a real server
-would take it. Run as a separate process (``python _http_recorder.py LOG [RULES]``): py-rattler-build's
-upload functions hold the GIL while they wait for the network, so a server thread inside the test process
-never answers. It prints its port on the first line of stdout, then appends one JSON line per request to LOG:
+It stands in for prefix.dev's and anaconda.org's upload APIs, which cannot be reached here. It accepts any
+token and keeps what it was given, as those servers do (server_files.py says what they answer, and from
+where that is known): a file name it holds is refused with 409 and listed with its sha256, so a rerun can be
+tested against what an earlier run uploaded. It cannot show a real server's other rules (scopes, quotas,
+validation of the package), nor prefix.dev's subdirs (every file it holds is listed in every subdir's
+repodata). Run as a separate process (``python _http_recorder.py LOG [RULES]``): py-rattler-build's upload
+functions hold the GIL while they wait for the network, so a server thread inside the test process never
+answers. It prints its port on the first line of stdout, then appends one JSON line per request to LOG:
 method, path, headers (lower-case names) and the body (base64, de-chunked).
 
-RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ...}``; the first rule whose
-method matches and whose path is a prefix of the request's answers it (``body`` is sent as JSON). Without a
-matching rule the answer is 200, and for anaconda.org's ``POST /stage/...`` an upload form whose ``post_url``
-points back at this server (``/s3``).
+RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..., "body_contains": ...,
+"times": ...}``; the first rule whose method matches, whose path is a prefix of the request's, whose
+``body_contains`` (if given) is in the request body and whose ``times`` (if given) is not used up answers it
+(``body`` is sent as JSON). Without a matching rule:
+
+- prefix.dev: ``POST /api/v1/upload/CHANNEL`` keeps the file's name and sha256 (its part's ``X-File-Name`` and
+  ``X-File-SHA256``) and answers 200, or 409 for a name it holds; ``GET /CHANNEL/SUBDIR/repodata.json`` lists
+  the files it holds (``packages.conda``, with their sha256).
+- anaconda.org: ``POST /stage/OWNER/NAME/VERSION/SUBDIR/FILE`` answers an upload form whose ``post_url``
+  points back at this server (``/s3``), or 409 for a file it holds; ``POST /commit/...`` keeps the file with
+  the staged sha256 and labels; ``GET /dist/OWNER/NAME/VERSION/SUBDIR%2FFILE`` answers that record or 404.
+- anything else: 200 and ``{}``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import unquote
+
+PART_HEADER = re.compile(rb"^(X-File-Name|X-File-SHA256): *(\S+)\r?$", re.IGNORECASE | re.MULTILINE)
 
 
 class Recorder(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     log_path: Path
     rules: list[dict[str, Any]]
+    # What the server holds: class-wide, as one server process answers every request.
+    lock: ClassVar[threading.Lock] = threading.Lock()
+    prefix_files: ClassVar[dict[str, dict[str, str]]] = {}  # channel -> file name -> sha256
+    anaconda_files: ClassVar[dict[str, dict[str, Any]]] = {}  # "owner/subdir/file" -> its record
+    staged: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -38,26 +59,66 @@ class Recorder(BaseHTTPRequestHandler):
             return b"".join(chunks)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _rule(self) -> tuple[int, object]:
+    def _rule(self, body: bytes) -> tuple[int, object] | None:
         for rule in self.rules:
-            if rule.get("method", self.command) == self.command and self.path.startswith(rule["path"]):
-                return int(rule["status"]), rule.get("body", {})
-        if self.command == "POST" and self.path.startswith("/stage/"):
-            host, port = self.server.server_address[:2]
-            return 200, {"post_url": f"http://{host}:{port}/s3", "form_data": {}, "dist_id": "recorded"}
-        return 200, {}
+            if rule.get("method", self.command) != self.command or not self.path.startswith(rule["path"]):
+                continue
+            if "body_contains" in rule and rule["body_contains"].encode() not in body:
+                continue
+            if rule.get("times", 1) <= 0:
+                continue
+            if "times" in rule:
+                rule["times"] -= 1
+            return int(rule["status"]), rule.get("body", {})
+        return None
+
+    def _prefix(self, body: bytes) -> tuple[int, object] | None:
+        parts = self.path.strip("/").split("/")
+        if self.command == "POST" and parts[:3] == ["api", "v1", "upload"]:
+            fields = {k.decode().lower(): v.decode() for k, v in PART_HEADER.findall(body)}
+            held = self.prefix_files.setdefault(parts[3], {})
+            if fields["x-file-name"] in held:
+                return 409, {"detail": "package already exists"}
+            held[fields["x-file-name"]] = fields["x-file-sha256"]
+            return 200, {}
+        if self.command == "GET" and len(parts) == 3 and parts[2] == "repodata.json":
+            held = self.prefix_files.get(parts[0], {})
+            files = {name: {"sha256": sha256} for name, sha256 in held.items()}
+            return 200, {"info": {"subdir": parts[1]}, "packages": {}, "packages.conda": files}
+        return None
+
+    def _anaconda(self, body: bytes) -> tuple[int, object] | None:
+        parts = self.path.strip("/").split("/")
+        if parts[0] in ("stage", "commit") and self.command == "POST" and len(parts) == 6:
+            key = f"{parts[1]}/{parts[4]}/{parts[5]}"
+            if parts[0] == "stage":
+                if key in self.anaconda_files:
+                    return 409, {"error": "file already exists"}
+                payload = json.loads(body)
+                self.staged[key] = {"sha256": payload["sha256"], "labels": payload["channels"]}
+                host, port = self.server.server_address[:2]
+                return 200, {"post_url": f"http://{host}:{port}/s3", "form_data": {}, "dist_id": "recorded"}
+            self.anaconda_files[key] = {"basename": f"{parts[4]}/{parts[5]}", **self.staged.pop(key)}
+            return 200, {}
+        if parts[0] == "dist" and self.command == "GET" and len(parts) == 5:
+            subdir, _, name = unquote(parts[4]).partition("/")
+            record = self.anaconda_files.get(f"{parts[1]}/{subdir}/{name}")
+            return (200, record) if record else (404, {"error": "not found"})
+        return None
 
     def _answer(self) -> None:
+        body = self._body()
         record = {
             "method": self.command,
             "path": self.path,
             "headers": {k.lower(): v for k, v in self.headers.items()},
-            "body": base64.b64encode(self._body()).decode(),
+            "body": base64.b64encode(body).decode(),
         }
-        with self.log_path.open("a") as log:
-            log.write(json.dumps(record) + "\n")
-        status, body = self._rule()
-        payload = json.dumps(body).encode()
+        with self.lock:
+            with self.log_path.open("a") as log:
+                log.write(json.dumps(record) + "\n")
+            status, answer = self._rule(body) or self._prefix(body) or self._anaconda(body) or (200, {})
+        payload = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

@@ -10,7 +10,8 @@ files, upstream's real ``link_flagtree_cpu.sh`` and ``setup.py`` run); without i
 the patches' own pre-images (every context and ``-`` line of every hunk at its line, the other lines
 blank), so the real patch series applies through the engine, plus what the build needs around it:
 tests/rehearsal/link_flagtree_cpu.sh and tests/rehearsal/setup_standin.py. flagtree-cpu, sleef and LLVM are
-always stand-ins: the files the build script, the link script and ``license_file`` name, nothing else.
+always stand-ins: the files the build script, the link script and ``license_file`` name (those the
+flagtree-cpu patches touch synthesized from their pre-images, as FlagTree's are), nothing else.
 No upstream file is stored in this repository.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STANDINS = Path(__file__).resolve().parent / "rehearsal"
 FLAGTREE_PATCHES = ROOT / "patches" / "flagtree"
+FLAGTREE_CPU_PATCHES = ROOT / "patches" / "flagtree-cpu"
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "rehearsal",
@@ -200,6 +202,10 @@ def synthesize_flagtree(tree: Path) -> None:
         _write(tree / path, render_preimage(lines))
     _write(tree / "LICENSE", f"FlagTree's LICENSE: {notice}\n")
     _write(tree / "python/triton/__init__.py", f'"""triton: {notice}."""\n')
+    # Upstream's packages on the way to the cpu language modules (python/triton/language/extra/cpu links to
+    # third_party/cpu/language/cpu), so the package holds flagtree-cpu's modules there, patched.
+    for package in ("python/triton/language", "python/triton/language/extra", "third_party/cpu/language/cpu"):
+        _write(tree / package / "__init__.py", f'"""{notice}."""\n')
     _write(tree / "python/triton/_C/include/README", f"{notice}\n")
     _write(
         tree / "python/scripts/link_flagtree_cpu.sh", (STANDINS / "link_flagtree_cpu.sh").read_text(), 0o755
@@ -207,7 +213,17 @@ def synthesize_flagtree(tree: Path) -> None:
 
 
 def flagtree_cpu_tree(tree: Path) -> None:
+    """A flagtree-cpu stand-in: the files its patches touch, synthesized from their pre-images (so the engine
+    applies patches/flagtree-cpu for real), and a line of text for every other path the link script names."""
+    pinned = preimages(sorted(FLAGTREE_CPU_PATCHES.glob("*.patch")))
+    notice = "rehearsal stand-in, synthesized from patches/flagtree-cpu's pre-images (not upstream's file)"
+    for path, lines in pinned.items():
+        # Upstream's lines are kept inside a string (as in the FlagTree stand-in's setup.py), so the stand-in
+        # module is valid Python wherever the build byte-compiles it.
+        _write(tree / path, render_preimage(lines, [f"# {notice}", "_UPSTREAM_PREIMAGE = r], ["]))
     for target in FLAGTREE_CPU_LINK_TARGETS:
+        if target in pinned:
+            continue
         if target.endswith("/"):
             _write(tree / target / "README", "flagtree-cpu rehearsal stand-in\n")
         elif target.endswith(".py"):

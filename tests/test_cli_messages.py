@@ -66,6 +66,7 @@ def _module_commands(path: Path) -> list[str]:
     relative = path.relative_to(SRC).as_posix()
     by_module = {
         "upload.py": ["flagtree-feedstock upload"],
+        "server_files.py": ["flagtree-feedstock upload"],
         "channel.py": [
             "flagtree-feedstock build",
             "flagtree-feedstock channel index",

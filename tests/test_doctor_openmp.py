@@ -8,18 +8,20 @@ recipe's own activation scripts.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from _recipe_support import RECIPE_DIR
-from _tools import require_executable
+from _tools import missing, require_executable
 from flagtree_doctor import openmp
 from flagtree_doctor.cli import main
 
@@ -272,7 +274,7 @@ def test_a_failed_write_leaves_the_old_files_whole(prefix: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     done = subprocess.run(
-        [sys.executable, "-c", "from flagtree_doctor.cli import entrypoint; entrypoint()", "--root", str(CIX),
+        [sys.executable, "-c", "from flagtree_doctor._entry import doctor; doctor()", "--root", str(CIX),
          "--apply"],
         env={**os.environ, "CONDA_PREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
         preexec_fn=small_files,
@@ -281,7 +283,9 @@ def test_a_failed_write_leaves_the_old_files_whole(prefix: Path) -> None:
         check=False,
     )  # fmt: skip
     assert done.returncode != 0, done.stdout
-    assert "File too large" in done.stderr  # the injected failure, not another one
+    # The injected failure, as the one line of a write error, not a traceback.
+    assert "File too large" in done.stderr
+    assert "Traceback" not in done.stderr
     assert {p: p.read_text() for p in old} == old
     assert sorted(p.relative_to(conda) for p in conda.rglob("*")) == before
     # Without the limit the same command replaces them all.
@@ -346,3 +350,107 @@ def test_real_activation_sets_only_what_the_user_did_not_and_restores_it(
         assert env["during"][name] == user.get(name, CIX_ENV[name])
     assert env["during"]["FLAGTREE_BACKEND"] == "cpu"  # flagtree-cpu's own activation ran alongside
     assert not [name for name in env["after"] if name.startswith("_FLAGTREE_DOCTOR")]
+
+
+# ---- --apply and --undo where the environment cannot be written, and what --undo leaves -------------------
+
+# Runs "$@" (after the folder) with the folder "$1" bind-mounted read-only, in a mount namespace of its own.
+READ_ONLY = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+
+
+@functools.cache
+def _mount_namespace() -> tuple[str, ...] | None:
+    with tempfile.TemporaryDirectory(prefix="flagtree-ro-") as scratch:
+        for argv in (("unshare", "-m"), ("unshare", "-rm")):
+            probe = [*argv, "sh", "-c", READ_ONLY, "sh", scratch, "test", "!", "-w", scratch]
+            if subprocess.run(probe, capture_output=True, check=False, timeout=30).returncode == 0:
+                return argv
+    return None
+
+
+def read_only(folder: Path) -> list[str]:
+    """A command prefix that runs a command with ``folder`` mounted read-only: a real read-only file system."""
+    require_executable("unshare", "util-linux")
+    argv = _mount_namespace()
+    if argv is None:
+        missing(
+            "a read-only bind mount in a mount namespace is not permitted here (unshare -m / -rm)",
+            "run as root, or allow unprivileged user namespaces",
+        )
+    return [*argv, "sh", "-c", READ_ONLY, "sh", str(folder)]
+
+
+def snapshot(prefix: Path) -> dict[str, str]:
+    return {
+        p.relative_to(prefix).as_posix(): "/" if p.is_dir() else p.read_text()
+        for p in sorted(prefix.rglob("*"))
+    }
+
+
+def doctor_in(
+    prefix: Path, *extra: str, prefix_argv: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix_argv, sys.executable, "-m", "flagtree_doctor", "--root", str(CIX), "--apply", *extra],
+        env={**os.environ, "CONDA_PREFIX": str(prefix), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+READ_ONLY_FIX = (
+    "as the environment's owner, or in an environment you can write to (flagtree-doctor --env prints the "
+    "settings to export yourself))"
+)
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["with-activation-folders", "bare-environment"])
+def test_apply_into_a_read_only_environment_is_one_line(made: bool, prefix: Path, tmp_path: Path) -> None:
+    env = (tmp_path / "bare") if made else prefix
+    if made:
+        (env / "conda-meta").mkdir(parents=True)
+    before = snapshot(env)
+    done = doctor_in(env, prefix_argv=tuple(read_only(env)))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"flagtree-doctor: error: cannot write into {env}/etc/conda/activate.d (Read-only file system) "
+        f"(fix: run flagtree-doctor --apply {READ_ONLY_FIX}\n"
+    )
+    assert snapshot(env) == before
+
+
+def test_undo_in_a_read_only_environment_is_one_line(prefix: Path) -> None:
+    assert doctor_in(prefix).returncode == 0
+    before = snapshot(prefix)
+    done = doctor_in(prefix, "--undo", prefix_argv=tuple(read_only(prefix)))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"flagtree-doctor: error: cannot remove flagtree-doctor-openmp.sh from {prefix}/etc/conda/activate.d "
+        f"(Read-only file system) (fix: run flagtree-doctor --apply --undo {READ_ONLY_FIX}\n"
+    )
+    assert snapshot(prefix) == before
+
+
+def test_undo_removes_the_folders_apply_made(tmp_path: Path) -> None:
+    env = tmp_path / "bare"
+    (env / "conda-meta").mkdir(parents=True)
+    assert doctor_in(env).returncode == 0
+    assert ours(env) == SCRIPT_NAMES
+    assert doctor_in(env, "--undo").returncode == 0
+    assert snapshot(env) == {"conda-meta": "/"}
+
+
+def test_undo_keeps_the_folders_apply_did_not_make(prefix: Path) -> None:
+    """flagtree-cpu's own activation folders stay, with its scripts; an empty folder the user made stays too."""
+    before = snapshot(prefix)
+    assert doctor_in(prefix).returncode == 0
+    assert doctor_in(prefix, "--undo").returncode == 0
+    assert snapshot(prefix) == before
+    user = prefix.parent / "user"
+    (user / "conda-meta").mkdir(parents=True)
+    (user / "etc/conda/activate.d").mkdir(parents=True)
+    assert doctor_in(user).returncode == 0
+    assert doctor_in(user, "--undo").returncode == 0
+    assert snapshot(user) == {"conda-meta": "/", "etc": "/", "etc/conda": "/", "etc/conda/activate.d": "/"}

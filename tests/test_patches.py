@@ -3,11 +3,13 @@
 Layout (see patches/README.md): one directory per target, each a numbered `git format-patch` series.
 
 - `patches/flagtree/`      applied with `-p1` at the FlagTree source root (pinned commit 54d33a53).
-- `patches/flagtree-cpu/`  applied with `-p1` at the flagtree-cpu source root (none needed so far).
+- `patches/flagtree-cpu/`  applied with `-p1` at the flagtree-cpu source root (pinned commit 19cede7e).
 
 Without a checkout the tests only read this repository. With `FLAGTREE_SRC` (and `FLAGTREE_CPU_SRC`)
 pointing at a pristine tree of the pinned commit, every series is applied in order to a temporary copy
-of the files it touches, with GNU patch and no fuzz, and any offset or fuzz fails the test.
+of the files it touches, with GNU patch and no fuzz, and any offset or fuzz fails the test. A tree holding
+only the files a series touches, at their paths, is enough (flagtree-cpu cannot be cloned everywhere: a copy
+of its `third_party/cpu/language/cpu/runtime.py` at the pinned commit will do for `FLAGTREE_CPU_SRC`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ SERIES = (
     Series(name="flagtree", env_var="FLAGTREE_SRC"),
     Series(name="flagtree-cpu", env_var="FLAGTREE_CPU_SRC"),
 )
-# The series that must not be empty: the issue asks for at least the FlagTree patches.
-REQUIRED_SERIES = frozenset({"flagtree"})
+# The series that must not be empty: the FlagTree patches, and flagtree-cpu's CPU check before
+# runtime.py loads libTritonCPURuntime (issue 16, item 9).
+REQUIRED_SERIES = frozenset({"flagtree", "flagtree-cpu"})
 
 # The mbox separator line `git format-patch` writes: the id of the patch commit in the series checkout.
 FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")

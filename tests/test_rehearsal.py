@@ -24,10 +24,12 @@ from rattler.package_streaming import extract
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
 from _rehearsal_channel import PY, SITE, TARGET, build_rehearsal_channel, stub_names
 from _rehearsal_sources import (
+    FLAGTREE_CPU_PATCHES,
     FLAGTREE_PATCHES,
     FLAGTREE_PLAIN_LIBRARIES,
     ROOT,
     Sources,
+    flagtree_cpu_tree,
     make_sources,
     synthesize_flagtree,
 )
@@ -368,6 +370,18 @@ def test_mutation_a_patch_that_does_not_apply(rehearsal, tmp_path, caplog):
     _expect(failure, "a patch of flagtree-cpu", "0006-Do-not-build-with-Werror.patch")
 
 
+def test_mutation_a_flagtree_cpu_patch_that_does_not_apply(rehearsal, tmp_path, caplog):
+    """The engine applies patches/flagtree-cpu to the flagtree-cpu source (not to FlagTree's root)."""
+
+    def mutate(root: Path) -> None:
+        patch = next((root / "patches" / "flagtree-cpu").glob("0001-*.patch"))
+        # The context line the check goes before is no longer upstream's.
+        _replace(patch, "\n _rt = ctypes.CDLL(str(_LIB_PATH))\n", "\n _rt = ctypes.cdll.LoadLibrary(_NAME)\n")
+
+    _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
+    _expect(failure, "does not apply", "patches/flagtree-cpu/0001-Check-the-CPU-before-runtime.py-loads")
+
+
 def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
     """Without FLAGTREE_SRC the stand-in tree is the patches' pre-images: each applies with git, no offset."""
     git = require_executable("git", "git")
@@ -381,6 +395,31 @@ def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
         assert "offset" not in done.stderr and "fuzz" not in done.stderr, done.stderr
     # The stand-in setup.py around upstream's lines still runs.
     compile((tree / "python" / "setup.py").read_text(), "setup.py", "exec")
+
+
+def test_flagtree_cpu_standin_takes_its_series_exactly(tmp_path: Path) -> None:
+    """The flagtree-cpu stand-in holds the pre-images of patches/flagtree-cpu: each applies with git, no offset."""
+    git = require_executable("git", "git")
+    tree = tmp_path / "flagtree-cpu"
+    flagtree_cpu_tree(tree)
+    patches = sorted(FLAGTREE_CPU_PATCHES.glob("*.patch"))
+    assert patches
+    for patch in patches:
+        done = subprocess.run(
+            [git, "apply", "--verbose", str(patch)], cwd=tree, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert "offset" not in done.stderr and "fuzz" not in done.stderr, done.stderr
+
+
+def test_flagtree_cpu_carries_the_patched_runtime_module(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    """The engine applied patches/flagtree-cpu to the flagtree-cpu source: the runtime module in the package
+    runs the CPU check before it loads libTritonCPURuntime."""
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
+    (module,) = (tmp_path / SITE / "triton").glob("language/extra/cpu/runtime.py")
+    lines = module.read_text().splitlines()
+    check = lines.index("require_supported_cpu()")
+    assert lines[check + 1] == "_rt = ctypes.CDLL(str(_LIB_PATH))"
 
 
 def test_standin_scripts_pass_shellcheck() -> None:

@@ -10,16 +10,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from _toy import build_args, make_empty_channel, native_args
 from flagtree_feedstock.cli import main
+from flagtree_feedstock.upload import redact
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = "recorded-secret-token"
@@ -129,9 +132,11 @@ def test_prefix_upload_sends_each_package_whole_with_the_token(
     args = ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url]
     assert main(args) == 0
     requests = records()
-    assert [(r["method"], r["path"]) for r in requests] == [("POST", "/api/v1/upload/flagtree")] * 2
-    for request, package in zip(requests, packages, strict=True):
-        assert request["headers"]["authorization"] == f"Bearer {TOKEN}"
+    assert [(r["method"], r["path"]) for r in requests] == [
+        call for p in packages for call in _prefix_calls("flagtree", p)
+    ]
+    assert {r["headers"]["authorization"] for r in requests} == {f"Bearer {TOKEN}"}
+    for request, package in zip(requests[1::2], packages, strict=True):
         headers, content = _form_parts(request)["file"]
         assert 'filename="' + package.name + '"' in headers["content-disposition"]
         assert headers["x-file-name"] == package.name
@@ -145,10 +150,21 @@ def test_prefix_upload_sends_each_package_whole_with_the_token(
     ]
 
 
+def _prefix_calls(channel: str, package: Path) -> list[tuple[str, str]]:
+    """The lookup of what the channel holds (its subdir's repodata), then the upload."""
+    return [("GET", f"/{channel}/linux-64/repodata.json"), ("POST", f"/api/v1/upload/{channel}")]
+
+
+def _dist(owner: str, package: Path) -> str:
+    name, version, _ = package.name.rsplit("-", 2)
+    return f"/dist/{owner}/{name}/{version}/linux-64%2F{package.name}"
+
+
 def _anaconda_calls(owner: str, package: Path, *, new: bool) -> list[tuple[str, str]]:
     name, version, _ = package.name.rsplit("-", 2)
     create = "POST" if new else "PATCH"  # a package/release anaconda.org does not know yet is created
     return [
+        ("GET", _dist(owner, package)),  # the lookup of what the owner holds under that file name
         ("GET", f"/package/{owner}/{name}"),
         (create, f"/package/{owner}/{name}"),
         ("GET", f"/release/{owner}/{name}/{version}"),
@@ -177,19 +193,19 @@ def test_anaconda_upload_sends_the_labels_and_each_package_whole(
     assert [(r["method"], r["path"]) for r in requests] == [
         call for p in packages for call in _anaconda_calls("flagos", p, new=False)
     ]
-    for package, calls in zip(packages, [requests[:7], requests[7:]], strict=True):
+    for package, calls in zip(packages, [requests[:8], requests[8:]], strict=True):
         api = [r for r in calls if r["path"] != "/s3"]
         assert {r["headers"]["authorization"] for r in api} == {f"token {TOKEN}"}
-        stage = json.loads(calls[4]["body"])
+        stage = json.loads(calls[5]["body"])
         assert stage["channels"] == expected  # the labels
         assert stage["sha256"] == hashlib.sha256(package.read_bytes()).hexdigest()
         assert stage["attrs"]["subdir"] == "linux-64"
         assert stage["attrs"]["name"] == package.name.rsplit("-", 2)[0]
         # The file goes to the storage URL of the upload form, without the token.
-        s3 = calls[5]
+        s3 = calls[6]
         assert "authorization" not in s3["headers"]
         assert _form_parts(s3)["file"][1] == package.read_bytes()
-        assert json.loads(calls[6]["body"]) == {"dist_id": "recorded"}
+        assert json.loads(calls[7]["body"]) == {"dist_id": "recorded"}
     captured = capsys.readouterr()
     _assert_token_only_in_authorization(requests, captured.out + captured.err)
     assert captured.out.splitlines()[0] == "uploaded 2 package(s) to anaconda channel flagos:"
@@ -212,7 +228,7 @@ def test_anaconda_creates_a_package_that_does_not_exist_yet(
     assert [(r["method"], r["path"]) for r in requests] == [
         call for p in packages for call in _anaconda_calls("flagos", p, new=True)
     ]
-    created = json.loads(requests[1]["body"])
+    created = json.loads(requests[2]["body"])
     assert created["public"] is True
     assert created["public_attrs"]["name"] == "toy-llvm"
 
@@ -250,7 +266,8 @@ def test_a_refused_upload_is_one_line_without_the_token(
     )
     assert captured.out == ""
     requests = records()
-    assert len(requests) == 1  # the second package is not tried after a refusal
+    # the lookup and the refused upload: the second package is not tried after a refusal
+    assert [(r["method"], r["path"]) for r in requests] == _prefix_calls("flagtree", packages[0])
     _assert_token_only_in_authorization(requests, captured.out + captured.err)
 
 
@@ -335,3 +352,357 @@ def test_an_empty_channel_name_is_refused(toy_channel: Path, capsys: pytest.Capt
         "flagtree-feedstock: error: the target channel name is empty "
         "(fix: pass --channel NAME (in CI: set the repository variable CHANNEL_NAME))"
     )
+
+
+# ---- the token: refused before any request when blank or spaced; never in any output --------------------
+
+VARIABLES = {"prefix": "PREFIX_API_KEY", "anaconda": "ANACONDA_API_KEY"}
+EMPTY = "is empty: uploading to {server} needs its API token (fix: export {var}=<token> (in CI: check that the secret {var} is set and not blank))"
+SPACED = "holds whitespace (a space, tab or line break): an API token has none (fix: set {var} again without the spaces or the trailing newline (in CI: re-save the secret))"
+BAD_TOKENS = {
+    "empty": ("", EMPTY),  # an unset GitHub secret expands to ""
+    "blank": ("   ", EMPTY),
+    "newline": ("\n", EMPTY),
+    "space-inside": ("recorded secret-token", SPACED),
+    "trailing-newline": (TOKEN + "\n", SPACED),  # a secret pasted with its line break
+    "trailing-crlf": (TOKEN + "\r\n", SPACED),
+    "leading-space": (" " + TOKEN, SPACED),
+    "tab": (TOKEN + "\t", SPACED),
+    "newline-inside": ("recorded\nsecret", SPACED),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TOKENS))
+@pytest.mark.parametrize("server", ["prefix", "anaconda"])
+def test_a_blank_or_spaced_token_is_refused_before_any_request(
+    server: str,
+    case: str,
+    *,
+    toy_channel: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    token, problem = BAD_TOKENS[case]
+    variable = VARIABLES[server]
+    url, records = recorder()
+    monkeypatch.setenv(variable, token)
+    assert main(["upload", str(toy_channel), "--to", server, "--channel", "flagtree", "--url", url]) == 2
+    captured = capfd.readouterr()
+    assert _error_line(captured.err) == (
+        f"flagtree-feedstock: error: {variable} " + problem.format(server=server, var=variable)
+    )
+    assert records() == []
+    assert captured.out == ""
+    if token.strip():
+        assert token.strip() not in captured.err
+
+
+def test_redaction_replaces_the_token_and_nothing_else() -> None:
+    assert (
+        redact(f'{{"detail": "token {TOKEN} is not valid"}}', TOKEN) == '{"detail": "token *** is not valid"}'
+    )
+    # A blank token is never read as one; were it, no space may go (the old code turned each into ***).
+    assert redact("a b c", " ") == "a b c"
+    assert redact("a b c", "") == "a b c"
+    odd = 'pfx_ab/cd+ef"gh'  # and the forms a server may echo it in: JSON-escaped, with \/ too, URL-quoted
+    escaped = json.dumps(odd)[1:-1]
+    forms = [odd, escaped, escaped.replace("/", "\\/"), quote(odd, safe="")]
+    assert redact(" | ".join(forms), odd) == " | ".join(["***"] * len(forms))
+
+
+def _run(args: list[str], capfd: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``flagtree-feedstock ARGS``: its status and what reached the process's stdout and stderr (fd level, so
+    anything the engine writes itself counts)."""
+    status = main(args)
+    captured = capfd.readouterr()
+    return status, captured.out, captured.err
+
+
+ECHO = {"detail": f"token {TOKEN} is not valid for this channel"}
+
+
+@pytest.mark.parametrize(
+    ("server", "rule", "expected"),
+    [
+        pytest.param(
+            "prefix",
+            {"method": "POST", "path": "/api/v1/upload/", "status": 401, "body": ECHO},
+            'failed: authentication failed (HTTP 401): {"detail": "token *** is not valid for this channel"}; '
+            "none uploaded (fix: check PREFIX_API_KEY (its scopes), the channel name and --url)",
+            id="prefix-upload-401",
+        ),
+        pytest.param(
+            "prefix",  # retried by the engine, which logs each answer's body before it gives up
+            {"method": "POST", "path": "/api/v1/upload/", "status": 500, "body": ECHO},
+            'failed: upload failed after retries (HTTP 500): {"detail": "token *** is not valid for this '
+            'channel"}; none uploaded (fix: the server failed: retry later, or check --url)',
+            id="prefix-upload-500",
+        ),
+        pytest.param(
+            "prefix",  # the lookup of what the channel holds
+            {"method": "GET", "path": "/flagtree/", "status": 401, "body": ECHO},
+            "asking prefix at {url} whether it holds {name} failed: HTTP 401 Unauthorized (fix: check "
+            "PREFIX_API_KEY (its scopes) and the channel name)",
+            id="prefix-lookup-401",
+        ),
+        pytest.param(
+            "anaconda",
+            {"method": "GET", "path": "/package/", "status": 500, "body": ECHO},
+            "failed: unexpected server response (HTTP 500); none uploaded (fix: the server failed: retry later, "
+            "or check --url)",
+            id="anaconda-package-500",
+        ),
+        pytest.param(
+            "anaconda",
+            {"method": "GET", "path": "/dist/", "status": 403, "body": ECHO},
+            "asking anaconda at {url} whether it holds {name} failed: HTTP 403 Forbidden (fix: check "
+            "ANACONDA_API_KEY (its scopes) and the channel name)",
+            id="anaconda-lookup-403",
+        ),
+    ],
+)
+def test_a_server_that_echoes_the_token_never_gets_it_printed(
+    server: str,
+    rule: dict[str, Any],
+    expected: str,
+    *,
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    url, records = recorder([rule])
+    monkeypatch.setenv(VARIABLES[server], TOKEN)
+    args = ["upload", str(toy_channel), "--to", server, "--channel", "flagtree", "--url", url]
+    status, out, err = _run(args, capfd)
+    assert status == 9
+    line = _error_line(err)
+    assert line.endswith(expected.replace("{url}", url).replace("{name}", packages[0].name)), line
+    assert TOKEN not in out + err
+    _assert_token_only_in_authorization(records(), out + err)
+
+
+def test_a_token_echoed_in_another_form_is_redacted_too(
+    toy_channel: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A token with characters a server escapes: its JSON-escaped and URL-quoted echoes are hidden as well."""
+    odd = 'pfx_ab/cd+ef"gh'
+    body = {"detail": f"{odd} or {quote(odd, safe='')} is not a token"}
+    url, _ = recorder([{"method": "POST", "path": "/api/v1/upload/", "status": 401, "body": body}])
+    monkeypatch.setenv("PREFIX_API_KEY", odd)
+    status, out, err = _run(["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree",
+                             "--url", url], capfd)  # fmt: skip
+    assert status == 9
+    assert '{"detail": "*** or *** is not a token"}' in _error_line(err)
+    for form in (odd, json.dumps(odd)[1:-1], quote(odd, safe="")):
+        assert form not in out + err
+
+
+# ---- a rerun resumes: what the server holds with the same content is skipped, a different file refused ----
+
+
+def _upload(
+    server: str, channel_dir: Path, url: str, capfd: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    owner = "flagtree"
+    return _run(["upload", str(channel_dir), "--to", server, "--channel", owner, "--url", url], capfd)
+
+
+def _uploads(records: Records, since: int = 0) -> list[str]:
+    """The package files the requests after the first ``since`` sent (prefix: posted, anaconda: staged)."""
+    names = []
+    for request in records()[since:]:
+        if request["method"] == "POST" and request["path"].startswith("/api/v1/upload/"):
+            headers, _ = _form_parts(request)["file"]
+            names.append(headers["x-file-name"])
+        elif request["method"] == "POST" and request["path"].startswith("/stage/"):
+            names.append(request["path"].rsplit("/", 1)[1])
+    return names
+
+
+# A failure on the second package, once: prefix.dev's upload answers 500 (the engine tries 4 times), an
+# anaconda.org commit fails after the file was staged and sent.
+PARTIAL_FAILURE = {
+    "prefix": {
+        "method": "POST",
+        "path": "/api/v1/upload/",
+        "body_contains": "toy-py-",
+        "status": 500,
+        "times": 4,
+        "body": {"detail": "internal"},
+    },
+    "anaconda": {"method": "POST", "path": "/commit/flagtree/toy-py/", "status": 500, "times": 1},
+}
+
+
+@pytest.mark.parametrize("server", ["prefix", "anaconda"])
+def test_a_rerun_after_a_partial_failure_uploads_only_the_rest(
+    server: str,
+    *,
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    url, records = recorder([PARTIAL_FAILURE[server]])
+    monkeypatch.setenv(VARIABLES[server], TOKEN)
+    status, out, err = _upload(server, toy_channel, url, capfd)
+    assert status == 9
+    assert f"1 uploaded before it: {packages[0].name}" in _error_line(err)
+    first = len(records())
+
+    status, out, err = _upload(server, toy_channel, url, capfd)
+    assert status == 0, err
+    assert _uploads(records, first) == [packages[1].name]
+    assert out.splitlines() == [f"uploaded 1 package(s) to {server} channel flagtree:", f"  {packages[1]}"]
+    assert f"{packages[0].name}: already on {server} channel flagtree, the same file; skipped" in err
+
+    second = len(records())
+    status, out, err = _upload(server, toy_channel, url, capfd)
+    assert (status, out.splitlines()[0]) == (0, f"uploaded 0 package(s) to {server} channel flagtree:")
+    assert _uploads(records, second) == []
+    _assert_token_only_in_authorization(records(), out + err)
+
+
+@pytest.fixture
+def changed_llvm(tmp_path: Path, packages: list[Path]) -> Path:
+    """A channel folder with the same two file names, toy-llvm's content changed (a rebuild, same name)."""
+    channel = tmp_path / "rebuilt"
+    for package in packages:
+        (channel / package.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(package, channel / package.parent.name / package.name)
+    changed = channel / packages[0].parent.name / packages[0].name
+    changed.write_bytes(changed.read_bytes() + b"\0")
+    return channel
+
+
+@pytest.mark.parametrize("server", ["prefix", "anaconda"])
+def test_a_different_file_under_a_held_name_is_refused_the_rest_uploaded(
+    server: str,
+    *,
+    packages: list[Path],
+    changed_llvm: Path,
+    tmp_path: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    url, records = recorder()
+    monkeypatch.setenv(VARIABLES[server], TOKEN)
+    only_llvm = tmp_path / "first"
+    (only_llvm / "linux-64").mkdir(parents=True)
+    shutil.copyfile(packages[0], only_llvm / "linux-64" / packages[0].name)
+    assert _upload(server, only_llvm, url, capfd)[0] == 0
+    first = len(records())
+
+    status, out, err = _upload(server, changed_llvm, url, capfd)
+    assert status == 9
+    held = hashlib.sha256(packages[0].read_bytes()).hexdigest()
+    here = hashlib.sha256((changed_llvm / "linux-64" / packages[0].name).read_bytes()).hexdigest()
+    assert _error_line(err) == (
+        f"flagtree-feedstock: error: {server} channel flagtree at {url} already holds a different file under "
+        f"the same name, not replaced: {packages[0].name}: another sha256 ({held[:12]}… there, {here[:12]}… "
+        "here) (1 uploaded, 0 already there) (fix: a published file name is never replaced: raise the build "
+        "number in recipe/recipe.yaml and meta.yaml and rebuild, or remove that file from the channel first)"
+    )
+    assert _uploads(records, first) == [packages[1].name]  # the rest went up; the changed file was never sent
+    assert out == ""
+
+
+def test_anaconda_compares_the_md5_where_the_record_has_no_sha256(
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    llvm = packages[0]
+    md5 = hashlib.md5(llvm.read_bytes()).hexdigest()  # the digest anaconda.org records
+    url, records = recorder(
+        [
+            {
+                "method": "GET",
+                "path": _dist("flagtree", llvm),
+                "status": 200,
+                "body": {"md5": md5, "labels": ["main"]},
+            }
+        ]
+    )
+    monkeypatch.setenv("ANACONDA_API_KEY", TOKEN)
+    status, _, err = _upload("anaconda", toy_channel, url, capfd)
+    assert status == 0, err
+    assert _uploads(records) == [packages[1].name]
+
+
+def test_anaconda_refuses_the_same_file_on_other_labels(
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    llvm = packages[0]
+    sha256 = hashlib.sha256(llvm.read_bytes()).hexdigest()
+    url, _ = recorder(
+        [
+            {
+                "method": "GET",
+                "path": _dist("flagtree", llvm),
+                "status": 200,
+                "body": {"sha256": sha256, "labels": ["dev"]},
+            }
+        ]
+    )
+    monkeypatch.setenv("ANACONDA_API_KEY", TOKEN)
+    status, _, err = _upload("anaconda", toy_channel, url, capfd)
+    assert status == 9
+    assert (
+        f"{llvm.name}: the same file, on label(s) dev, not main (1 uploaded, 0 already there)"
+        in _error_line(err)
+    )
+
+
+@pytest.mark.parametrize("listed_later", [True, False], ids=["listed-on-second-look", "never-listed"])
+def test_a_409_for_a_file_the_listing_did_not_show(
+    listed_later: bool,
+    *,
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """prefix.dev holds the file (uploaded meanwhile, or its repodata not updated yet) but its listing does
+    not show it: the upload's 409 makes the toolkit look again; the same file is then skipped, and a 409 that
+    the second look does not explain stays the error."""
+    empty = {"info": {}, "packages": {}, "packages.conda": {}}
+    # The first run's two lookups see the empty listing too; then one more (or every one) does.
+    hide = {
+        "method": "GET",
+        "path": "/flagtree/",
+        "status": 200,
+        "body": empty,
+        "times": 3 if listed_later else 99,
+    }
+    url, records = recorder([hide])
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    assert _upload("prefix", toy_channel, url, capfd)[0] == 0  # the server holds both now
+    first = len(records())
+    status, out, err = _upload("prefix", toy_channel, url, capfd)
+    assert _uploads(records, first) == [packages[0].name]  # tried once, answered 409
+    if listed_later:
+        assert status == 0, err
+        assert out.splitlines() == ["uploaded 0 package(s) to prefix channel flagtree:"]
+        for package in packages:
+            assert f"{package.name}: already on prefix channel flagtree, the same file; skipped" in err
+    else:
+        assert status == 9
+        assert _error_line(err) == (
+            f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at "
+            f'{url} failed: package already exists (HTTP 409): {{"detail": "package already exists"}}; '
+            "none uploaded (fix: the server holds a file of that name but does not list it yet: rerun later, "
+            "or remove it there)"
+        )

@@ -7,14 +7,20 @@ ends like one at any later moment: ``flagtree-feedstock: interrupted``, exit sta
 
 from __future__ import annotations
 
+import signal
 import sys
 
 
 def entrypoint() -> None:
     try:
-        from .cli import main  # noqa: PLC0415 - inside the guard on purpose
+        try:
+            from .cli import main  # noqa: PLC0415 - inside the guard on purpose
 
-        status = main(sys.argv[1:])
+            status = main(sys.argv[1:])
+        finally:
+            # The command is over (done, failed or interrupted): a Ctrl-C from here on, while the line is
+            # written or Python shuts down, changes nothing. One that lands before this line is caught below.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:
         from ._interrupts import report_interrupt  # noqa: PLC0415
 

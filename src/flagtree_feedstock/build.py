@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._worker import EngineCall, run_engine
+from .channel import index_channel
 from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
+from .local_paths import scrub_new_packages
 from .output_dir import (
     evict,
     held_package,
@@ -200,6 +202,9 @@ def run_plan(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
                 result = run_engine(call, events=engine_events, env=env)
+                # No build-machine paths in what lands; the staging index then lists the rewritten files.
+                if scrub_new_packages(staging, known, channel_dir, channels):
+                    index_channel(staging, check=False)
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
                     staging, channel_dir, known=known, subdirs=subdirs, force=settings.force

@@ -4,26 +4,38 @@ conda sources ``$CONDA_PREFIX/etc/conda/activate.d/*.sh`` (bash, zsh, other POSI
 ``conda activate``, and ``deactivate.d`` on ``conda deactivate``. Ours set each variable only where the user
 has not set it (even to an empty value), remember which ones they set, and deactivation unsets exactly those,
 so the user's environment comes back as it was. Writing is idempotent (an unchanged file is not rewritten)
-and atomic: every file is first written beside its place, then each is renamed into it, so a failure leaves
-old or new files, never a half-written one. ``--undo`` removes them. Only files that carry our header are
-ever replaced or removed.
+and atomic: every file is first written beside its place, then each is renamed into it, with Ctrl-C held
+back until the whole set is in place, so an interrupt leaves the old set or the new one and a failure never
+a half-written file; what a failed write created (temporary files, folders) is removed. ``--undo`` removes
+the scripts, and the folders ``--apply`` made for them (each holds a marker file saying so) once they are
+empty. Only files that carry our header are ever replaced or removed. A folder that cannot be written (a
+read-only or another user's environment) is one error naming it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import signal
 import tempfile
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigurationError, EnvironmentNotActiveError
+from .errors import ConfigurationError, EnvironmentNotActiveError, EnvironmentWriteError
 from .openmp import SHELLS, Shell, fish_quote
 
 NAME = "flagtree-doctor-openmp"
 HEADER = "# Written by flagtree-doctor --apply"
 MARKER = "_FLAGTREE_DOCTOR_SET_"  # MARKER + NAME is set while our activation set NAME
+# In each folder --apply had to make (activate.d, deactivate.d, and etc/conda or etc when missing), so that
+# --undo removes exactly those once they are empty again. conda sources only *.sh / *.fish files.
+MADE_MARKER = ".flagtree-doctor-made-this-folder"
+# A folder we may not write: another user's or a read-only environment.
+_NOT_OURS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,34 +131,109 @@ def _check_replaceable(path: Path) -> None:
         )
 
 
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back (delivered on leaving) so a series of renames is never cut in two."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def _writing(folder: Path, what: str, command: str = "flagtree-doctor --apply") -> Iterator[None]:
+    """Turn an OSError while ``what``-ing in ``folder`` into one error line that names the folder."""
+    try:
+        yield
+    except EnvironmentWriteError:
+        raise
+    except OSError as exc:
+        if exc.errno in _NOT_OURS:
+            fix = (
+                f"run {command} as the environment's owner, or in an environment you can write to "
+                "(flagtree-doctor --env prints the settings to export yourself)"
+            )
+        else:
+            fix = f"resolve that, then run {command} again"
+        raise EnvironmentWriteError(f"cannot {what} {folder} ({exc.strerror or exc})", fix=fix) from None
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents up to the environment's ``etc``; return those made, deepest last."""
+    missing = [p for p in (folder.parent.parent, folder.parent, folder) if not p.exists()]
+    made: list[Path] = []
+    try:
+        for path in missing:
+            path.mkdir()
+            made.append(path)
+            (path / MADE_MARKER).write_text("flagtree-doctor --apply made this folder; --undo removes it.\n")
+    except BaseException:
+        _remove_made(made)
+        raise
+    return made
+
+
+def _remove_made(folders: list[Path]) -> None:
+    """Remove each folder of ``folders`` that we made and that holds nothing else now, deepest first."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        if {p.name for p in folder.iterdir()} == {MADE_MARKER}:
+            (folder / MADE_MARKER).unlink()
+            folder.rmdir()
+
+
 def write(wanted: list[Script]) -> list[Path]:
-    """Put ``wanted`` in place; return the paths that changed (none when every file was current)."""
+    """Put ``wanted`` in place; return the paths that changed (none when every file was current).
+
+    A few small files: Ctrl-C is held back until the whole set is in place (or, after an error, cleaned up).
+    """
     changed = [s for s in wanted if not (s.path.exists() and s.path.read_text(encoding="utf-8") == s.text)]
     for script in changed:
         _check_replaceable(script.path)
     staged: list[tuple[Path, Path]] = []
-    try:
-        for script in changed:
-            script.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(dir=script.path.parent, prefix=f".{NAME}.", suffix=".tmp")
-            staged.append((Path(name), script.path))
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(script.text)
-        for staged_path, path in staged:
-            staged_path.chmod(0o644)
-            staged_path.replace(path)
-    finally:
-        for staged_path, _ in staged:
-            staged_path.unlink(missing_ok=True)
+    made: list[Path] = []
+    committed = False
+    with _interrupts_held():
+        try:
+            for script in changed:
+                folder = script.path.parent
+                with _writing(folder, "write into"):
+                    made += _make_folder(folder)
+                    fd, name = tempfile.mkstemp(dir=folder, prefix=f".{NAME}.", suffix=".tmp")
+                    staged.append((Path(name), script.path))
+                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                        handle.write(script.text)
+                    Path(name).chmod(0o644)
+            for staged_path, path in staged:
+                with _writing(path.parent, "write into"):
+                    staged_path.replace(path)
+            committed = True
+        finally:
+            for staged_path, _ in staged:
+                staged_path.unlink(missing_ok=True)
+            if not committed:
+                _remove_made(made)
     return [s.path for s in changed]
 
 
 def remove(prefix: Path) -> list[Path]:
-    """Remove our four scripts from ``prefix``; return those that were there."""
+    """Remove our four scripts from ``prefix``, and the folders --apply made for them once they are empty;
+    return the scripts that were there."""
     found = [_path(prefix, stage, shell) for stage in ("activate", "deactivate") for shell in SHELLS]
     present = [path for path in found if path.exists()]
     for path in present:
         _check_replaceable(path)
-    for path in present:
-        path.unlink()
+    conda = prefix / "etc" / "conda"
+    folders = (conda / "activate.d", conda / "deactivate.d", conda, conda.parent)  # deepest first
+    made = [folder for folder in folders if (folder / MADE_MARKER).exists()]
+    with _interrupts_held():
+        for path in present:
+            with _writing(path.parent, f"remove {path.name} from", "flagtree-doctor --apply --undo"):
+                path.unlink()
+        for folder in made:
+            with _writing(folder.parent, f"remove {folder.name} from", "flagtree-doctor --apply --undo"):
+                _remove_made([folder])
     return present

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from flagtree_doctor.errors import ConfigurationError
 
 from . import cpu, environment, glibc, runtime, toolchain
-from .model import Check, CheckResult, Facts, System
+from .model import Check, CheckResult, Facts, Group, System
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -86,23 +86,32 @@ def _machine(facts: Facts) -> str | None:
         return None
 
 
+# The checks of these groups read the machine the doctor runs on (its environment variables, PATH, compilers),
+# not a --root tree, which holds only proc/ and sys/ (README: "Recording a machine").
+READS_THIS_MACHINE: frozenset[Group] = frozenset({"environment", "toolchain"})
+
+
+def skip_reason(check: Check, facts: Facts, machine: str | None) -> str | None:
+    """Why ``check`` cannot help here (the same words for every check it applies to), or ``None``."""
+    if machine not in (None, "aarch64") and not check.off_aarch64:
+        return f"this machine is {machine} and flagtree-cpu runs on aarch64 only (see cpu-features)"
+    if not facts.system.live and check.group in READS_THIS_MACHINE:
+        return "environment and toolchain checks read the machine the doctor runs on, not a --root tree"
+    return None
+
+
 def run_checks(checks: Iterable[Check], facts: Facts) -> list[CheckResult]:
     """Run each check on its own: one that crashes becomes a ``fail`` row carrying the exception.
 
-    Off aarch64 (where the package cannot run) a check that cannot help is a ``skip`` row instead.
+    A check that cannot help is a ``skip`` row instead (:func:`skip_reason`): off aarch64, where the package
+    cannot run, every check but the machine's; on a ``--root`` tree, those that read this machine.
     """
     results = []
     machine = _machine(facts)
     for check in checks:
-        if machine not in (None, "aarch64") and not check.off_aarch64:
-            results.append(
-                CheckResult(
-                    id=check.id,
-                    status="skip",
-                    message=f"this machine is {machine}: flagtree-cpu runs on aarch64 only, so this check "
-                    "cannot help (see cpu-features)",
-                )
-            )
+        reason = skip_reason(check, facts, machine)
+        if reason is not None:
+            results.append(CheckResult(id=check.id, status="skip", message=reason))
             continue
         try:
             results.append(check.run(facts))

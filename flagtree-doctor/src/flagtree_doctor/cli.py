@@ -1,7 +1,8 @@
-"""``flagtree-doctor [--root DIR] [--json | --list | --env [--shell sh|fish] | --apply [--undo]] [CHECK ...]``.
+"""``flagtree-doctor [--root DIR] [--json | --list | --env [--shell sh|fish] | --apply [--undo] | --version]
+[CHECK ...]``.
 
 Exit status: 0 every check passed (warnings allowed), 1 a check failed, 2 bad input (or, for ``--apply``, no
-active conda environment).
+active conda environment, or one it cannot write into).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import activation, openmp
+from . import __version__, activation, openmp
 from ._cli import ArgumentParser, report_error
 from .checks import CHECKS, diagnose
-from .cpu import cpu_facts, format_cpu_list
+from .cpu import cpu_facts, format_cpu_list, parse_cpuinfo
 from .errors import ConfigurationError, DoctorError
 from .model import Facts, System
 from .openmp import SHELLS
-from .report import SCHEMA_VERSION, count_line, exit_status, summary_lines, table, to_json
+from .report import SCHEMA_VERSION, count_line, exit_status, shared_skips, summary_lines, table, to_json
 
 PROG = "flagtree-doctor"
 # What a recorded tree must hold (see the README, "Recording a machine"): the CPU checks read it first.
@@ -48,6 +49,7 @@ def _parser(prog: str) -> ArgumentParser:
         action="store_true",
         help="write that environment into the active conda environment's activation scripts",
     )
+    mode.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--shell", choices=SHELLS, help="with --env: the shell to write for [sh]")
     parser.add_argument("--undo", action="store_true", help="with --apply: remove what --apply wrote")
     return parser
@@ -87,17 +89,34 @@ def _openmp(args: argparse.Namespace, system: System, env: Mapping[str, str], ou
 
 
 def check_root(root: Path) -> None:
-    """A ``--root`` tree must be a folder holding at least ``proc/cpuinfo``."""
+    """A ``--root`` tree must be a folder holding a copy of ``/proc/cpuinfo``: readable, with processor blocks."""
     if not root.is_dir():
         raise ConfigurationError(
             f"--root {root} is not a folder",
             fix="pass the top of a recorded tree (it holds proc/ and sys/)",
         )
-    if not (root / TREE_CPUINFO).is_file():
+    cpuinfo = root / TREE_CPUINFO
+    fix = (
+        f"copy the machine's /proc/cpuinfo to {cpuinfo} (the README's 'Recording a machine' lists every file "
+        "the doctor reads)"
+    )
+    if not cpuinfo.exists():
+        raise ConfigurationError(f"--root {root} has no {TREE_CPUINFO}", fix=fix)
+    if not cpuinfo.is_file():
+        kind = "a folder" if cpuinfo.is_dir() else "not a regular file"
+        raise ConfigurationError(f"--root {root}: {cpuinfo} is {kind}, not a copy of /proc/cpuinfo", fix=fix)
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
         raise ConfigurationError(
-            f"--root {root} has no {TREE_CPUINFO}",
-            fix=f"copy the machine's /proc/cpuinfo to {root / TREE_CPUINFO} (the README's 'Recording a "
-            "machine' lists every file the doctor reads)",
+            f"--root {root}: {cpuinfo} cannot be read ({exc.strerror or exc})", fix=fix
+        ) from None
+    if not text.strip():
+        raise ConfigurationError(f"--root {root}: {cpuinfo} is empty", fix=fix)
+    if not parse_cpuinfo(text):
+        raise ConfigurationError(
+            f"--root {root}: {cpuinfo} holds no 'processor : N' block, so it is not a copy of /proc/cpuinfo",
+            fix=fix,
         )
 
 
@@ -114,6 +133,9 @@ def main(
     as_json = "--json" in argv
     try:
         args = _parser(prog).parse_args(argv)
+        if args.version:
+            out.print(f"{prog} {__version__}")
+            return 0
         if args.list:
             for check in CHECKS:
                 out.print(f"{check.id:<22} {check.group:<12} {escape(check.summary)}")
@@ -135,10 +157,9 @@ def main(
     else:
         for line in summary_lines(facts, results):
             out.print(escape(line))
-        out.print(table(results))
+        rows, skipped = shared_skips(results)
+        out.print(table(rows))
+        for line in skipped:
+            out.print(escape(line))
         out.print(count_line(results))
     return exit_status(results)
-
-
-def entrypoint() -> None:
-    sys.exit(main(sys.argv[1:]))

@@ -44,3 +44,9 @@ class EnvironmentNotActiveError(DoctorError):
     """``--apply`` needs an active conda environment to write into."""
 
     return_code = 2
+
+
+class EnvironmentWriteError(DoctorError):
+    """``--apply`` (or ``--undo``) cannot write into the environment's activation folders (read-only, not ours)."""
+
+    return_code = 2

@@ -71,7 +71,7 @@ def summary_lines(facts: Facts, results: Sequence[CheckResult]) -> list[str]:
     """The facts above the table when a CPU check ran: features, cores, the taskset line."""
     cpu_checks = {c.id for c in CHECKS if c.group == "cpu"}
     cpu = _cpu_or_none(facts) if any(r.id in cpu_checks for r in results) else None
-    if cpu is None:
+    if cpu is None or cpu.machine != "aarch64":  # elsewhere cpu-features says all there is to say
         return []
     vl = f", SVE {cpu.sve_vector_bits}-bit" if cpu.sve_vector_bits else ""
     lines = [f"CPU features: {' '.join(sorted(cpu.features)) or '-'}{vl}"]
@@ -83,6 +83,20 @@ def summary_lines(facts: Facts, results: Sequence[CheckResult]) -> list[str]:
     elif cpu.cores:
         lines.append(f"cores: {len(cpu.cores)}, all alike")
     return lines
+
+
+def shared_skips(results: Sequence[CheckResult]) -> tuple[list[CheckResult], list[str]]:
+    """The rows to show one by one, and one line for each skip reason that several checks share.
+
+    Off aarch64 every check but one is skipped for the same reason: the table shows it once, not 14 times.
+    """
+    by_reason: dict[str, list[str]] = {}
+    for r in results:
+        if r.status == "skip":
+            by_reason.setdefault(r.message, []).append(r.id)
+    shared = {reason: ids for reason, ids in by_reason.items() if len(ids) > 1}
+    rows = [r for r in results if not (r.status == "skip" and r.message in shared)]
+    return rows, [f"skipped, since {reason}: {', '.join(ids)}" for reason, ids in shared.items()]
 
 
 def table(results: Sequence[CheckResult]) -> Table:

@@ -91,10 +91,11 @@ def check_install(facts: Facts) -> CheckResult:
     system, install = facts.system, triton_facts(facts)
     check = "triton-install"
     if install is None:
+        where = "in this Python" if system.live else f"in the --root tree {system.root}"
         return CheckResult(
             id=check,
             status="warn",
-            message="FlagTree is not installed in this Python (no `triton` package)",
+            message=f"FlagTree is not installed {where} (no `triton` package)",
             fix="conda install flagtree-cpu",
         )
     missing = [name for name in _REQUIRED_FILES if not _present(system, install.package_dir / name)]

@@ -1,3 +1,3 @@
-from .cli import entrypoint
+from flagtree_doctor._entry import verify
 
-entrypoint()
+verify()

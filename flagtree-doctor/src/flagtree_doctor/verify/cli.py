@@ -1,4 +1,4 @@
-"""``flagtree-verify [--json] [--repeat N] [--force] [OP ...]``: the flagtree-cpu package test.
+"""``flagtree-verify [--json | --version] [--repeat N] [--force] [OP ...]``: the flagtree-cpu package test.
 
 Exit status: 0 every step passed (or was skipped), 1 a step failed or raised (also: kernels were skipped
 where ``FLAGTREE_REQUIRE_KERNELS=1`` requires them), 2 bad input, or FlagTree (or torch) is not installed
@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flagtree_doctor import __version__
 from flagtree_doctor._cli import ArgumentParser, report_error
 from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required
 from flagtree_doctor.errors import ConfigurationError, DoctorError, NotInstalledError
@@ -36,7 +37,9 @@ def _parser(prog: str) -> ArgumentParser:
         prog=prog, description="Verify the FlagTree cpu install and each TLE op against torch."
     )
     parser.add_argument("ops", nargs="*", metavar="OP", help=f"run only these ops: {', '.join(OP_NAMES)}")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="print one JSON object (schema_version 1)")
+    mode.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per op and reference [20]")
     parser.add_argument(
         "--force", action="store_true", help="run the kernels even where flagtree-doctor says this CPU cannot"
@@ -68,6 +71,9 @@ def main(
     as_json = "--json" in argv
     try:
         args = _parser(prog).parse_args(argv)
+        if args.version:
+            out.print(f"{prog} {__version__}")
+            return 0
         unknown = sorted(set(args.ops) - set(OP_NAMES))
         if unknown:
             raise ConfigurationError(f"unknown op {unknown[0]!r}", fix=f"choose from {', '.join(OP_NAMES)}")
@@ -162,7 +168,3 @@ def table(outcomes: Sequence[Outcome]) -> Table:
             escape(o.detail),
         )
     return grid
-
-
-def entrypoint() -> None:
-    sys.exit(main(sys.argv[1:]))

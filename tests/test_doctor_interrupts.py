@@ -1,0 +1,180 @@
+"""Ctrl-C in flagtree-doctor and flagtree-verify: a real SIGINT to the real console script, at chosen moments.
+
+tests/interrupt_hook/sitecustomize.py (on PYTHONPATH) pauses the command inside the chosen operation (an
+import, the open of a file, a rename) and says so; the test then sends SIGINT. Every interrupt must end in one
+line, ``<prog>: interrupted``, exit 130, no traceback; an interrupted ``--apply`` leaves the environment as it
+was, or with the whole new set of scripts, never part of it.
+
+Not covered: Python's own start-up (``site``, before any code of the command runs), where an interrupt is
+Python's fatal "init_import_site" error, and the first lines of the wrapper pip or conda writes, before it
+imports ``flagtree_doctor._entry``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "doctor"
+CIX = DATA / "cix-p1-orion-o6"
+HOOK = Path(__file__).parent / "interrupt_hook"
+BIN = Path(sys.executable).parent
+
+
+def _script(name: str) -> str:
+    script = BIN / name
+    assert script.is_file(), f"{name} is not installed next to {sys.executable} (pip install -e .)"
+    return str(script)
+
+
+def start(
+    argv: list[str],
+    pause: str,
+    tmp_path: Path,
+    *,
+    seconds: float = 30,
+    env: dict[str, str] | None = None,
+    pythonpath: tuple[Path, ...] = (),
+) -> subprocess.Popen[str]:
+    """``argv`` paused at the first audit event ``pause`` (``EVENT:TEXT``); returns once it is there."""
+    ready = tmp_path / "ready"
+    ready.unlink(missing_ok=True)
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(p) for p in (HOOK, *pythonpath)),
+        "FLAGTREE_TEST_PAUSE": pause,
+        "FLAGTREE_TEST_READY": str(ready),
+        "FLAGTREE_TEST_PAUSE_SECONDS": str(seconds),
+        "NO_COLOR": "1",
+        **(env or {}),
+    }
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=tmp_path
+    )
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"{argv} never reached {pause} (exit {process.returncode}):\n{out}{err}")
+        time.sleep(0.005)
+    return process
+
+
+def interrupt(process: subprocess.Popen[str], after: float = 0) -> tuple[int, str, str]:
+    time.sleep(after)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out, err
+
+
+def assert_interrupted(prog: str, outcome: tuple[int, str, str]) -> None:
+    status, out, err = outcome
+    assert (status, err) == (130, f"{prog}: interrupted\n"), out + err
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("prog", "argv"),
+    [
+        ("flagtree-doctor", ["--root", str(CIX)]),
+        ("flagtree-verify", []),
+    ],
+)
+def test_an_interrupt_while_the_command_imports(prog: str, argv: list[str], tmp_path: Path) -> None:
+    process = start([_script(prog), *argv], "import:rich.console", tmp_path)
+    assert_interrupted(prog, interrupt(process))
+
+
+def test_an_interrupt_while_verify_imports_flagtree(tmp_path: Path) -> None:
+    """The import of FlagTree (a stand-in ``triton`` here) after the install checks found it."""
+    fake = tmp_path / "site"
+    (fake / "triton").mkdir(parents=True)
+    # FlagTree's package imports its own modules (runtime, compiler, language, libtriton) as it loads.
+    (fake / "triton" / "__init__.py").write_text("from . import compiler\n")
+    (fake / "triton" / "compiler.py").write_text("")
+    process = start([_script("flagtree-verify")], "import:triton.compiler", tmp_path, pythonpath=(fake,))
+    assert_interrupted("flagtree-verify", interrupt(process))
+
+
+def test_an_interrupt_while_the_doctor_reads_the_machine(tmp_path: Path) -> None:
+    process = start([_script("flagtree-doctor"), "--root", str(CIX)], "open:proc/cpuinfo", tmp_path)
+    assert_interrupted("flagtree-doctor", interrupt(process))
+
+
+def conda_env(path: Path) -> Path:
+    (path / "conda-meta").mkdir(parents=True)
+    return path
+
+
+def tree(prefix: Path) -> dict[str, str]:
+    """Every file and folder under ``prefix``: folders as ``/``, files by their text."""
+    return {
+        p.relative_to(prefix).as_posix(): "/" if p.is_dir() else p.read_text()
+        for p in sorted(prefix.rglob("*"))
+    }
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What an uninterrupted ``--apply`` of the CIX P1 tree makes in an environment with nothing in etc/."""
+    prefix = conda_env(tmp_path_factory.mktemp("applied") / "env")
+    done = subprocess.run(
+        [_script("flagtree-doctor"), "--root", str(CIX), "--apply"],
+        env={**os.environ, "CONDA_PREFIX": str(prefix)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    made = tree(prefix)
+    assert len([name for name, text in made.items() if "flagtree-doctor-openmp." in name]) == 4
+    return made
+
+
+@pytest.mark.parametrize("moment", ["os.mkdir:", "open:.tmp", "os.rename:"])
+def test_an_interrupt_while_apply_writes_lands_the_whole_set(
+    moment: str, tmp_path: Path, applied: dict[str, str]
+) -> None:
+    """Ctrl-C is held back while the scripts are written (folders, temporary files, renames): all four land,
+    then the line."""
+    prefix = conda_env(tmp_path / "env")
+    argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
+    process = start(argv, moment, tmp_path, seconds=0.5, env={"CONDA_PREFIX": str(prefix)})
+    assert_interrupted("flagtree-doctor", interrupt(process))
+    assert tree(prefix) == applied
+
+
+def test_an_interrupted_undo_removes_all_or_nothing(tmp_path: Path, applied: dict[str, str]) -> None:
+    prefix = conda_env(tmp_path / "env")
+    env = {"CONDA_PREFIX": str(prefix)}
+    argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
+    assert subprocess.run(argv, env={**os.environ, **env}, capture_output=True, check=False).returncode == 0
+    assert tree(prefix) == applied
+    process = start([*argv, "--undo"], "os.remove:", tmp_path, seconds=0.5, env=env)
+    assert_interrupted("flagtree-doctor", interrupt(process))
+    assert tree(prefix) == {"conda-meta": "/"}
+
+
+@pytest.mark.parametrize("after", [0, 0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16])
+def test_an_interrupt_at_any_moment_of_apply(after: float, tmp_path: Path, applied: dict[str, str]) -> None:
+    """From the moment the command's own code runs: the one line (or a finished run), never a traceback; the
+    environment as it was or with the whole set."""
+    prefix = conda_env(tmp_path / "env")
+    argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
+    # argparse is the first module the command's own code imports (importlib.import_module raises no audit
+    # event for flagtree_doctor.cli itself).
+    process = start(argv, "import:argparse", tmp_path, seconds=0, env={"CONDA_PREFIX": str(prefix)})
+    status, out, err = interrupt(process, after)
+    if status == 130:
+        assert_interrupted("flagtree-doctor", (status, out, err))
+    else:
+        assert (status, err) == (0, ""), out + err
+        assert out.splitlines()[-1].endswith("takes effect at the next `conda activate`")
+    assert tree(prefix) in ({"conda-meta": "/"}, applied)
