@@ -59,3 +59,9 @@ class ChannelError(FeedstockError):
     """A channel folder could not be indexed, solved from or installed from."""
 
     return_code = 9
+
+
+class UpstreamCheckError(FeedstockError):
+    """A check of ``bump`` failed: the new upstream commit needs work by hand before it can be pinned."""
+
+    return_code = 10
