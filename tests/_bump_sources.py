@@ -26,10 +26,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from _recipe_support import llvm_distribution
 from _rehearsal_sources import GIT_ENV, STANDINS, preimages, render_preimage
@@ -258,6 +261,23 @@ def make_standins(root: Path, llvm_commit: str) -> Standins:
         cpu_mismatch=root / "flagtree-cpu-mismatch",
         sleef=sleef,
     )
+
+
+def copy_feedstock(dest: Path, flagtree_commit: str, flagtree_cpu_commit: str | None = None) -> Path:
+    """This repository's recipe folder and patches under ``dest``, pinned to ``flagtree_commit`` (and
+    ``flagtree_cpu_commit``), for a bump that may write."""
+    shutil.copytree(ROOT / "recipe", dest / "recipe")
+    shutil.copytree(ROOT / "patches", dest / "patches")
+    variant = dest / "recipe" / "conda_build_config.yaml"
+    text = variant.read_text().replace(_pinned(variant, "flagtree_commit"), flagtree_commit)
+    if flagtree_cpu_commit is not None:
+        text = text.replace(_pinned(variant, "flagtree_cpu_commit"), flagtree_cpu_commit)
+    variant.write_text(text)
+    return dest
+
+
+def _pinned(variant: Path, key: str) -> str:
+    return str(yaml.safe_load(variant.read_text())[key][0])
 
 
 def llvm_archive(path: Path, commit: str) -> Path:

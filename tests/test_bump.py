@@ -21,7 +21,7 @@ import pytest
 import yaml
 from rattler import Version
 
-from _bump_sources import NEW_LLVM, TAG, Standins, git, llvm_archive, make_standins
+from _bump_sources import NEW_LLVM, TAG, Standins, copy_feedstock, git, llvm_archive, make_standins
 from _rehearsal_sources import preimages, render_preimage
 from flagtree_feedstock import pins as pins_module
 from flagtree_feedstock.bump import derive_version
@@ -36,16 +36,6 @@ VARIANT = Path("recipe") / "conda_build_config.yaml"
 def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
     pins = yaml.safe_load((ROOT / VARIANT).read_text())
     return make_standins(tmp_path_factory.mktemp("bump-upstream"), pins["llvm_commit"][0])
-
-
-def copy_feedstock(dest: Path, flagtree_commit: str) -> Path:
-    """The recipe folder and patches of this repository under ``dest``, pinned to ``flagtree_commit``."""
-    shutil.copytree(ROOT / "recipe", dest / "recipe")
-    shutil.copytree(ROOT / "patches", dest / "patches")
-    variant = dest / VARIANT
-    current = yaml.safe_load(variant.read_text())["flagtree_commit"][0]
-    variant.write_text(variant.read_text().replace(current, flagtree_commit))
-    return dest
 
 
 @pytest.fixture
