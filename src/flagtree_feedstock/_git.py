@@ -118,5 +118,7 @@ class GitTree:
         return tag, int(distance)
 
     def subject(self) -> str:
-        """The commit's subject line."""
-        return _run(self.repo, ["show", "-s", "--format=%s", self.commit]).stdout.decode().strip()
+        """The commit's subject: the first paragraph of its message, on one line (as git's ``%s``)."""
+        raw = _run(self.repo, ["cat-file", "commit", self.commit]).stdout.decode("utf-8", errors="replace")
+        message = raw.split("\n\n", 1)[1] if "\n\n" in raw else ""
+        return " ".join(message.strip().split("\n\n", 1)[0].split())

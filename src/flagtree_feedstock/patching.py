@@ -32,7 +32,7 @@ from .errors import ConfigurationError, ToolMissingError
 SOURCES = {"flagtree": "/FlagTree.git", "flagtree-cpu": "/flagtree-cpu.git"}
 PatchStatus = Literal["exact", "offset", "failed", "not tried"]
 
-_DIFF = re.compile(r"^diff --git a/(?P<old>\S+) b/(?P<new>\S+)$")
+_DIFF = re.compile(r"diff --git a/(?P<old>\S+) b/(?P<new>\S+)$")
 _HUNK = re.compile(r"^@@ -(?P<start>\d+)(?:,(?P<length>\d+))? \+\d+(?:,(?P<new_length>\d+))? @@")
 _INDEX = re.compile(r"^index (?P<old>[0-9a-f]+)\.\.(?P<new>[0-9a-f]+)")
 _PATCHING = re.compile(r"^patching file (?P<file>.+)$")
@@ -241,7 +241,7 @@ def _apply(patch_exe: str, patch: Path, diff: ParsedDiff, work: Path) -> PatchOu
             )
     done = subprocess.run(
         [
-            patch_exe, "-p1", "-F0", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-",
+            patch_exe, "-p1", "-F0", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-",
             "-i", str(patch),
         ],
         cwd=work,
@@ -330,8 +330,11 @@ def regenerate(original: Path, before: Path, after: Path, diff: ParsedDiff, repo
     message = repo.parent / f"{repo.name}.message"
     body = (repo.parent / f"{repo.name}.msg").read_text(encoding="utf-8")
     message.write_text(f"{fields.get('Subject', '')}\n\n{body}", encoding="utf-8")
-    _git(repo, "commit", "-q", "--cleanup=verbatim", "-F", str(message), env=identity)
-    return _git(repo, "format-patch", "-1", "--stdout", "--no-signature", "-N", f"--abbrev={diff.abbrev}")
+    _git(repo, "commit", "-q", "--cleanup", "verbatim", "-F", str(message), env=identity)
+    # core.abbrev: the `index` lines' hashes as long as the original's.
+    return _git(
+        repo, "-c", f"core.abbrev={diff.abbrev}", "format-patch", "-1", "--stdout", "--no-signature", "-N"
+    )
 
 
 def _mailinfo(repo: Path, original: Path) -> str:
