@@ -15,10 +15,12 @@ FlagTree branches (each one commit on the tagged pin):
 - ``llvm``: ``cmake/llvm-hash.txt`` moves to :data:`NEW_LLVM`;
 - ``refresh``: two lines at the top of ``python/triton/runtime/build.py`` move patches 0003 and 0004;
 - ``fails``: a line of patch 0006's hunk in ``CMakeLists.txt`` changes;
-- ``api``: ``create_cpu_rms_norm`` takes one more argument.
+- ``api``: ``create_cpu_rms_norm`` takes one more argument;
+- ``links``: the link script gains a 13th link.
 
-flagtree-cpu: ``fits`` (the tle_arm64 stand-in's API), and ``mismatch`` (another argument count and the
-``_semantic`` keyword), each a repository of its own whose HEAD is the commit to pin, with a sleef gitlink.
+flagtree-cpu: ``fits`` (the tle_arm64 stand-in's API), and ``mismatch`` (``rms_norm`` with one more argument
+in tle_ops.py and TritonCPUOps.td, and the ``_semantic`` keyword), each a repository of its own whose HEAD is
+the commit to pin, with a sleef gitlink.
 """
 
 from __future__ import annotations
@@ -167,9 +169,11 @@ def sdot(acc, a, b, {keyword}=None):
 """
 
 
-_OPS_TD = f"""// {_NOTICE}
+def _ops_td(rms_arguments: int) -> str:
+    extra = "".join(f", I64:$extra{n}" for n in range(rms_arguments - 5))
+    return f"""// {_NOTICE}
 def TTC_RmsNormOp : TTC_Op<"rms_norm", []> {{
-    let arguments = (ins TT_Ptr:$x_ptr, TT_Ptr:$weight_ptr, TT_Ptr:$out_ptr, I64:$D, F32Attr:$eps);
+    let arguments = (ins TT_Ptr:$x_ptr, TT_Ptr:$weight_ptr, TT_Ptr:$out_ptr, I64:$D{extra}, F32Attr:$eps);
     let results = (outs);
 }}
 
@@ -186,7 +190,7 @@ def _flagtree_cpu_repo(repo: Path, sleef: str, *, keyword: str, rms_arguments: i
     for path in ("neon.py", "runtime.py"):
         _write(repo, f"third_party/cpu/language/cpu/{path}", f"# {_NOTICE}\n")
     _write(repo, "third_party/cpu/language/cpu/tle_ops.py", _tle_ops(keyword, rms_arguments))
-    _write(repo, "include/triton/Dialect/TritonCPU/IR/TritonCPUOps.td", _OPS_TD)
+    _write(repo, "include/triton/Dialect/TritonCPU/IR/TritonCPUOps.td", _ops_td(rms_arguments))
     for path, libraries in FLAGTREE_CPU_RECORDS[PINNED_CPU].items():
         _write(repo, path, _cmake_links(libraries, "Cpu" + hashlib.sha1(path.encode()).hexdigest()[:6]))
     for path in (
@@ -239,6 +243,13 @@ def make_standins(root: Path, llvm_commit: str) -> Standins:
         ),
         "api": lambda: _write(
             flagtree, "third_party/tle_arm64/python/triton_tle_arm64.cc", _tle_arm64(extra_argument=True)
+        ),
+        "links": lambda: _write(
+            flagtree,
+            "python/scripts/link_flagtree_cpu.sh",
+            _link_script().replace(
+                "SYMLINKS=(\n", 'SYMLINKS=(\n    "third_party/cpu/bin|../triton-cpu/third_party/cpu/bin"\n'
+            ),
         ),
     }
     for branch, change in cases.items():

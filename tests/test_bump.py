@@ -169,6 +169,12 @@ def test_a_patch_at_an_offset_is_refreshed(
             "-@@",
             "+@@",
         }
+        # The index lines' hashes as long as the original's (git's default in a small repository is shorter).
+        lengths = [
+            [len(line.split()[1]) for line in text if line.startswith("index ")]
+            for text in (old_lines, new_lines)
+        ]
+        assert lengths[0] and lengths[1] == lengths[0]
     # The refreshed series applies exactly to the new commit.
     tree = tmp_path / "refresh-tree"
     git(standins.flagtree, "worktree", "add", "-q", "--detach", str(tree), "refresh")
@@ -210,11 +216,14 @@ def test_a_flagtree_cpu_whose_builder_api_no_longer_matches(
     )
     assert status == 10
     found = {c["name"]: c["summary"] for c in document["checks"] if c["status"] == "fail"}
-    assert set(found) == {"builder-methods", "builtin-keyword"}
+    assert set(found) == {"builder-methods", "builtin-keyword", "tritoncpu-ops"}
     assert "calls create_cpu_rms_norm with 6 arguments; tle_arm64 takes 5" in found["builder-methods"]
     assert (
         "FlagTree's builtins take _builder; in tle_ops.py rms_norm takes _semantic"
         in found["builtin-keyword"]
+    )
+    assert found["tritoncpu-ops"] == (
+        "cpu::RmsNormOp takes 6 arguments in TritonCPUOps.td; create_cpu_rms_norm passes 5"
     )
     assert document["written"] == []
 
@@ -230,6 +239,22 @@ def test_without_flagtree_cpu_its_side_of_the_api_must_be_the_pins(
     assert failed["details"] == [
         "create_cpu_rms_norm: 5 arguments, creates RmsNormOp -> 6 arguments, creates RmsNormOp"
     ]
+
+
+def test_without_flagtree_cpu_the_links_must_be_the_pins(feedstock: Path, standins: Standins, capsys) -> None:
+    status, document = report(feedstock, standins, capsys, "--to", "links")
+    assert status == 10
+    (failed,) = [c for c in document["checks"] if c["status"] == "fail"]
+    assert failed["name"] == "link-script"
+    assert failed["details"] == ["+ third_party/cpu/bin|../triton-cpu/third_party/cpu/bin"]
+    # With flagtree-cpu, the new link's target is looked for there.
+    status, document = report(
+        feedstock, standins, capsys, "--to", "links", "--flagtree-cpu-src", str(standins.cpu_fits)
+    )
+    (failed,) = [c for c in document["checks"] if c["status"] == "fail"]
+    assert failed["summary"].startswith(
+        "1 link targets do not exist: third_party/cpu/bin -> third_party/cpu/bin"
+    )
 
 
 # ---- the output and the bad inputs ---------------------------------------------------------------------------
@@ -264,11 +289,24 @@ def test_bad_input_is_one_line(
     assert error.count("\n") == 1 and message in error and "(fix: " in error
 
 
-def test_a_folder_that_is_no_git_clone_is_refused(feedstock: Path, tmp_path: Path, capsys) -> None:
+def test_a_folder_that_is_no_git_clone_is_refused(
+    feedstock: Path, standins: Standins, tmp_path: Path, capsys
+) -> None:
     (tmp_path / "plain").mkdir()
-    args = ["bump", "--recipe-dir", str(feedstock / "recipe"), "--flagtree-src", str(tmp_path / "plain")]
-    assert main(args) == 2
-    assert f"--flagtree-src {tmp_path / 'plain'} is not a git repository" in capsys.readouterr().err
+    # A plain folder, and a folder inside a clone (git would read the clone around it).
+    for folder in (tmp_path / "plain", standins.flagtree / "python"):
+        args = ["bump", "--recipe-dir", str(feedstock / "recipe"), "--flagtree-src", str(folder)]
+        assert main(args) == 2
+        assert f"--flagtree-src {folder} is not a git repository" in capsys.readouterr().err
+
+
+def test_a_patch_the_recipe_lists_must_exist(feedstock: Path, standins: Standins, capsys) -> None:
+    (gone,) = (feedstock / "patches" / "flagtree").glob("0004-*.patch")
+    gone.unlink()
+    status, document = report(feedstock, standins, capsys, "--to", "only-flagtree")
+    assert status == 10
+    (failed,) = [c for c in document["checks"] if c["status"] == "fail"]
+    assert failed["summary"] == f"recipe.yaml lists {gone}, which does not exist"
 
 
 def test_writes_are_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,3 +75,23 @@ def test_a_hunk_that_no_longer_matches_is_named_with_its_line(tree: Path) -> Non
         f"hunk #1 (python/triton/runtime/build.py:{first.start}) does not match (GNU patch -F0: no fuzz)"
     )
     assert failed.failure.text == first.text
+
+
+def test_a_changed_context_line_is_not_fuzzed_over(tree: Path) -> None:
+    """GNU patch's default fuzz would apply a hunk whose outer context line changed; -F0 does not."""
+    werror = next(p for p in SERIES if p.name.startswith("0006"))
+    hunk = parse_diff(werror.read_text()).hunks[0]
+    context = hunk.text.splitlines()[1][1:]
+    cmake = tree / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text().replace(context, context + " # edited upstream", 1))
+    fuzzy = subprocess.run(
+        ["patch", "-p1", "--dry-run", "--batch", "-i", str(werror)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "with fuzz" in fuzzy.stdout  # what a patch without -F0 would accept
+    failed = apply_series(SERIES, DirectoryTree(tree))[5]
+    assert failed.status == "failed" and failed.failure is not None
+    assert failed.failure.describe().startswith("hunk #1 (CMakeLists.txt:")

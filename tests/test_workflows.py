@@ -470,6 +470,9 @@ def test_the_bump_runs_on_a_schedule_and_writes_only_through_its_pull_request() 
     # The body is the Markdown the bump step asks for.
     assert pull_request["with"]["body-path"] == "${{ runner.temp }}/bump.md"
     assert '--summary "${RUNNER_TEMP}/bump.md"' in _bump_step("Bump")["run"]
+    # The version and the comparisons with the pin need FlagTree's history and tags: no shallow clone.
+    clone = _bump_step("Clone FlagTree")["run"]
+    assert "--depth" not in clone and "--single-branch --branch" in clone
     with_secrets = [s.get("name") for s in job["steps"] if "secrets." in yaml.safe_dump(s)]
     assert with_secrets == ["Open or update the pull request"]
     assert pull_request["with"]["token"] == "${{ secrets.BUMP_TOKEN || github.token }}"

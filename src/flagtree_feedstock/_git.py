@@ -42,7 +42,8 @@ class GitTree:
             raise ConfigurationError(
                 f"{option} {repo} is not a directory", fix=f"point {option} at a git clone of the repository"
             )
-        if _run(repo, ["rev-parse", "--git-dir"]).returncode != 0:
+        prefix = _run(repo, ["rev-parse", "--show-prefix"])
+        if prefix.returncode != 0 or prefix.stdout.strip():  # not a repository, or a folder inside one
             raise ConfigurationError(
                 f"{option} {repo} is not a git repository",
                 fix=f"point {option} at a git clone (the bump reads commits, tags and history)",

@@ -100,6 +100,11 @@ def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check,
         return Check(
             name=check, status="skip", summary=f"{len(patches)} patches not checked: no --flagtree-cpu-src"
         ), []
+    missing = [patch for patch in patches if not patch.is_file()]
+    if missing:
+        return Check(
+            name=check, status="fail", summary=f"recipe.yaml lists {missing[0]}, which does not exist"
+        ), []
     outcomes = apply_series(patches, tree, scratch=upstream.scratch)
     failed = next((o for o in outcomes if o.failure is not None), None)
     if failed is not None and failed.failure is not None:
