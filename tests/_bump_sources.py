@@ -9,7 +9,8 @@ between), so the repository's real patch series applies exactly; its CMake files
 they cannot show: anything the checks do not read (the stand-ins compile nothing), and upstream's real
 layout beyond those files (the ``FLAGTREE_SRC`` tests run the bump on the real history).
 
-FlagTree branches (each one commit on the tagged pin):
+FlagTree's pin is tagged :data:`TAG`; its parent, an older release without the CPU backend, :data:`OLDER_TAG`.
+Branches (each one commit on the pin):
 
 - ``only-flagtree``: a file no check reads changes;
 - ``llvm``: ``cmake/llvm-hash.txt`` moves to :data:`NEW_LLVM`;
@@ -43,6 +44,7 @@ from flagtree_feedstock.cmake_scan import FLAGTREE_CPU_RECORDS
 ROOT = Path(__file__).resolve().parents[1]
 PATCHES = sorted((ROOT / "patches" / "flagtree").glob("*.patch"))
 TAG = "0.6.0+triton3.3"
+OLDER_TAG = "0.5.0+aipu3.3"
 PINNED_CPU = "19cede7e753ca6eed75c15f8ae782bf41eb00c3d"
 NEW_LLVM = hashlib.sha1(b"stand-in llvm commit").hexdigest()
 _ENV = {
@@ -222,6 +224,9 @@ def make_standins(root: Path, llvm_commit: str) -> Standins:
     flagtree = root / "FlagTree"
     flagtree.mkdir(parents=True)
     git(flagtree, "init", "-q", "-b", "triton_v3.3.x")
+    _write(flagtree, "README.md", f"{_NOTICE}: an older release\n")
+    _commit(flagtree, "an older release, before the CPU backend")
+    git(flagtree, "tag", OLDER_TAG)
     _flagtree_tree(flagtree, llvm_commit)
     pin = _commit(flagtree, "the pinned commit")
     git(flagtree, "tag", TAG)

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from rattler import Version
 
-from _bump_sources import NEW_LLVM, TAG, Standins, copy_feedstock, git, llvm_archive, make_standins
+from _bump_sources import NEW_LLVM, OLDER_TAG, TAG, Standins, copy_feedstock, git, llvm_archive, make_standins
 from _rehearsal_sources import preimages, render_preimage
 from flagtree_feedstock import pins as pins_module
 from flagtree_feedstock.bump import derive_version
@@ -257,6 +257,16 @@ def test_without_flagtree_cpu_the_links_must_be_the_pins(feedstock: Path, standi
     )
 
 
+def test_an_older_commit_is_refused(feedstock: Path, standins: Standins, capsys) -> None:
+    status, document = report(feedstock, standins, capsys, "--to", OLDER_TAG)
+    assert status == 10
+    failed = {c["name"]: c["summary"] for c in document["checks"] if c["status"] == "fail"}
+    assert failed["version"] == "0.5.0 (tag 0.5.0+aipu3.3) does not sort after 0.6.0"
+    assert failed["patches-flagtree"].startswith(
+        "0001-Make-the-backend-symlinks-that-setup.py-creates-rela.patch: "
+    )
+
+
 # ---- the output and the bad inputs ---------------------------------------------------------------------------
 
 
@@ -433,6 +443,8 @@ def test_real_history_an_older_commit_without_the_cpu_backend_is_refused(tmp_pat
     patches = next(line for line in captured.out.splitlines() if "patches-flagtree" in line)
     assert "fail" in patches
     assert "0003-Use-the-CPU-build-path-of-_build-when-the-cpu-backen.patch: hunk #1" in patches
+    version = next(line for line in captured.out.splitlines() if line.startswith("│ version"))
+    assert "fail" in version and "does not sort after" in version
     assert (feedstock / VARIANT).read_text() == before
     assert "(patches-flagtree" in captured.err or "patches-flagtree," in captured.err
 

@@ -121,7 +121,7 @@ def _version_check(tree: GitTree, current: str) -> tuple[str, Check]:
     except ValueError as exc:
         return current, Check(name="version", status="fail", summary=str(exc))
     rattler = require("rattler", "py-rattler")
-    past = f"tag {tag} + {distance} commit{'s' if distance != 1 else ''}"
+    past = f"tag {tag} + {distance} commit{'s' if distance != 1 else ''}" if distance else f"tag {tag}"
     if not rattler.Version(version) > rattler.Version(current):
         return current, Check(
             name="version", status="fail", summary=f"{version} ({past}) does not sort after {current}"
