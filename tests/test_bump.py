@@ -21,7 +21,17 @@ import pytest
 import yaml
 from rattler import Version
 
-from _bump_sources import NEW_LLVM, OLDER_TAG, TAG, Standins, copy_feedstock, git, llvm_archive, make_standins
+from _bump_sources import (
+    NEW_LLVM,
+    OLDER_TAG,
+    PINNED_CPU,
+    TAG,
+    Standins,
+    copy_feedstock,
+    git,
+    llvm_archive,
+    make_standins,
+)
 from _rehearsal_sources import preimages, render_preimage
 from flagtree_feedstock import pins as pins_module
 from flagtree_feedstock.bump import derive_version
@@ -206,6 +216,19 @@ def test_a_flagtree_cpu_that_fits_moves_its_pin_and_sleef(
     assert document["pins"]["flagtree_cpu_commit"]["new"] == git(standins.cpu_fits, "rev-parse", "HEAD")
     assert document["pins"]["sleef_commit"]["new"] == standins.sleef
     assert {name: status for name, status in checks(document).items() if status != "skip"} == dict.fromkeys(("version", "llvm-commit", "patches-flagtree", "llvm-libraries", "plain-libraries", "link-script", "builtin-keyword", "builder-methods", "tritoncpu-ops"), "ok")  # fmt: skip
+
+
+def test_flagtree_cpu_alone_can_move(feedstock: Path, standins: Standins, capsys) -> None:
+    before = (feedstock / VARIANT).read_text()
+    status, document = report(feedstock, standins, capsys, "--flagtree-cpu-src", str(standins.cpu_fits))
+    assert status == 0, document["checks"]
+    cpu = git(standins.cpu_fits, "rev-parse", "HEAD")
+    assert [line[5:] for line in changed_lines(before, (feedstock / VARIANT).read_text())] == [
+        f'"{PINNED_CPU}"',
+        f'"{cpu}"',
+        f'"{yaml.safe_load(before)["sleef_commit"][0]}"',
+        f'"{standins.sleef}"',
+    ]
 
 
 def test_a_flagtree_cpu_whose_builder_api_no_longer_matches(

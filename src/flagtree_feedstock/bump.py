@@ -261,7 +261,13 @@ def bump(request: BumpRequest) -> BumpReport:
             dry_run=request.dry_run,
         )
     llvm_commit, llvm_sha256, llvm_check = _llvm(request, flagtree, pins)
-    version, version_check = _version_check(flagtree, pins["flagtree_version"])
+    if flagtree.commit == pins["flagtree_commit"]:  # only flagtree-cpu moves
+        version = pins["flagtree_version"]
+        version_check = Check(
+            name="version", status="ok", summary=f"{version}, unchanged: FlagTree did not move"
+        )
+    else:
+        version, version_check = _version_check(flagtree, pins["flagtree_version"])
     cpu_commit, sleef = _flagtree_cpu(cpu, pins)
     source = f"--flagtree-src {request.to}"
     changes = (
