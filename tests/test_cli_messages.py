@@ -29,7 +29,17 @@ OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # A program named in a text: the options after it (up to a clause break) are that program's.
 PROGRAM = re.compile(r"(?<![\w/-])(flagtree-feedstock|flagtree-doctor|flagtree-verify|[a-z][\w.-]*)\b")
 CLAUSE_BREAK = re.compile(r"[,;:()`]")
-FOREIGN = {"conda", "conda-build", "conda-mambabuild", "mamba", "pip", "apt-get", "rattler-build", "git"}
+FOREIGN = {
+    "conda",
+    "conda-build",
+    "conda-mambabuild",
+    "mamba",
+    "pip",
+    "apt-get",
+    "rattler-build",
+    "git",
+    "diff",
+}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -74,6 +84,10 @@ def _module_commands(path: Path) -> list[str]:
         ],
         "platforms.py": ["flagtree-feedstock build", "flagtree-feedstock channel install"],
         "cli.py": FEEDSTOCK,
+        **{
+            module: ["flagtree-feedstock bump"]
+            for module in ("bump.py", "bump_cli.py", "bump_checks.py", "_git.py", "patching.py", "pins.py")
+        },
     }
     return by_module.get(relative, ["flagtree-feedstock build"])
 

@@ -3,102 +3,26 @@
 The closure is computed on graphs in the format of CMake's ``--graphviz`` (the lines below are copied from the
 file CMake 3.25 writes for LLVM 19.1.7; the benchmark and the closing note of issue 13 run it on the real
 graph). With ``FLAGTREE_SRC`` set, the libraries FlagTree's cpu build links are read from its CMake files and
-compared with the list build-llvm.sh installs; flagtree-cpu's files come from ``FLAGTREE_CPU_SRC`` when set,
-else from the record below.
+compared with the list build-llvm.sh installs (``flagtree_feedstock.cmake_scan``, which ``flagtree-feedstock
+bump`` runs on a new commit); flagtree-cpu's files come from ``FLAGTREE_CPU_SRC`` when set, else from the
+scan's record of the pinned flagtree-cpu.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
 
-from _recipe_support import dot_graph, llvm_distribution
+from _recipe_support import dot_graph, first_variant, llvm_distribution
 from _tools import upstream_source
-
-# LLVM and MLIR libraries FlagTree's cpu build can name: LLVM<Component>, MLIR<Component>.
-_LIBRARY = re.compile(r"(?:LLVM|MLIR)[A-Za-z0-9]+")
-_COMMAND = re.compile(r"(\w+)\s*\(([^()]*)\)")
-# Commands whose arguments name what a target links or waits for (DEPENDS, LINK_LIBS, PUBLIC, ...).
-_LINKING = {"add_triton_library", "add_triton_plugin", "add_triton_object", "target_link_libraries"}
-# Commands whose first argument is a target FlagTree defines itself (LLVMIRIncGen is one of them).
-_DEFINING = {"add_triton_library", "add_triton_plugin", "add_public_tablegen_target", "add_library"}
-# The folders of FlagTree 54d33a53 the cpu build adds (root CMakeLists.txt): include/ (tablegen targets such
-# as LLVMIRIncGen) and lib/ whole, the f2reduce, proton dialect, TLE and tle_arm64 plugins, and the
-# host_cpu_llvm plugin.
-_FLAGTREE_DIRS = (
-    "include",
-    "lib",
-    "third_party/f2reduce",
-    "third_party/proton/dialect",
-    "third_party/tle",
-    "third_party/tle_arm64",
-    "third_party/cpu/python",
+from flagtree_feedstock.cmake_scan import (
+    FLAGTREE_CPU_RECORDS,
+    cmake_links,
+    expected_llvm_links,
+    llvm_list_problems,
 )
-# flagtree-cpu's folders that the link script puts into FlagTree's tree.
-_FLAGTREE_CPU_DIRS = ("third_party/cpu", "lib/Dialect/TritonCPU")
-
-# flagtree-cpu 19cede7e's LLVM/MLIR names, read through the public file index (kevinzs2048/flagtree-cpu; it
-# cannot be cloned here). third_party/cpu/lib/TritonCPUTransforms/CMakeLists.txt is not stored at 19cede7e;
-# none of its 4 stored versions links an LLVM or MLIR library.
-FLAGTREE_CPU_RECORD = {
-    # TritonCPU plugin: target_link_libraries(TritonCPU PUBLIC ...); TritonCPURuntime: LLVMSupport
-    "third_party/cpu/CMakeLists.txt": {
-        "MLIRVectorToSCF",
-        "MLIRAffineToStandard",
-        "MLIRMathToLibm",
-        "MLIRAMXToLLVMIRTranslation",
-        "MLIRMemRefTransforms",
-        "MLIRReconcileUnrealizedCasts",
-        "LLVMSupport",
-    },
-    "third_party/cpu/lib/TritonCPUToLLVM/CMakeLists.txt": {"MLIRVectorToLLVMPass"},
-    # DEPENDS MLIRDialectUtils: a target that must exist in the installed MLIR
-    "third_party/cpu/lib/TritonToTritonCPU/CMakeLists.txt": {"MLIRVectorDialect", "MLIRDialectUtils"},
-    "third_party/cpu/lib/Analysis/CMakeLists.txt": {"MLIRAnalysis"},
-    "lib/Dialect/TritonCPU/IR/CMakeLists.txt": set(),
-}
-
-
-def _uncommented(path: Path) -> str:
-    return re.sub(r"#[^\n]*", "", path.read_text())
-
-
-def _names(words: str) -> set[str]:
-    return {word for word in words.split() if _LIBRARY.fullmatch(word)}
-
-
-def cmake_links(root: Path, folders: tuple[str, ...]) -> set[str]:
-    """LLVM/MLIR names the CMake files under ``folders`` link or depend on, less the targets they define."""
-    linked: set[str] = set()
-    defined: set[str] = set()
-    for folder in folders:
-        for path in sorted((root / folder).rglob("CMakeLists.txt")):
-            if any(part.is_symlink() for part in [path, *path.parents] if part != root):
-                continue  # a link into flagtree-cpu, read on its own
-            for command, arguments in _COMMAND.findall(_uncommented(path)):
-                if command in _DEFINING and arguments.split():
-                    defined.add(arguments.split()[0])
-                if command in _LINKING or (
-                    command == "set" and re.match(r"\w*(LIBS|LIBRARIES)\b", arguments.strip())
-                ):
-                    linked |= _names(arguments)
-    return linked - defined
-
-
-def flagtree_root_links(root: Path) -> set[str]:
-    """CMakeLists.txt: TRITON_LIBRARIES of the cpu branch and the aarch64 pair of the processor block."""
-    text = _uncommented(root / "CMakeLists.txt")
-    cpu = re.search(r'elseif\(FLAGTREE_BACKEND STREQUAL "cpu"\)\s*set\(TRITON_LIBRARIES([^)]*)\)', text)
-    arm = re.search(
-        r'if\(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64".*?list\(APPEND TRITON_LIBRARIES([^)]*)\)',
-        text,
-        re.DOTALL,
-    )
-    assert cpu and arm, "FlagTree's CMakeLists.txt no longer has the cpu branch or the aarch64 block"
-    return _names(cpu[1] + arm[1])
 
 
 def _checkout(variable: str) -> Path | None:
@@ -113,17 +37,18 @@ def _checkout(variable: str) -> Path | None:
 def test_components_follow_flagtree_cmake():
     flagtree = upstream_source("FLAGTREE_SRC")
     cpu_checkout = _checkout("FLAGTREE_CPU_SRC")
-    flagtree_cpu = (
-        cmake_links(cpu_checkout, _FLAGTREE_CPU_DIRS)
-        if cpu_checkout
-        else set().union(*FLAGTREE_CPU_RECORD.values())
-    )
-    expected = flagtree_root_links(flagtree) | cmake_links(flagtree, _FLAGTREE_DIRS) | flagtree_cpu
-    listed = llvm_distribution().flagtree_links()
-    assert len(listed) == len(set(listed)), "a library is listed twice"
-    unlisted, stale = sorted(expected - set(listed)), sorted(set(listed) - expected)
-    assert not unlisted, f"FlagTree links {unlisted}: add them to recipe/llvm_distribution.py"
-    assert not stale, f"FlagTree no longer links {stale}: drop them from recipe/llvm_distribution.py"
+    flagtree_cpu = cpu_checkout or FLAGTREE_CPU_RECORDS[first_variant()["flagtree_cpu_commit"]]
+    expected = expected_llvm_links(flagtree, flagtree_cpu)
+    assert llvm_list_problems(llvm_distribution().flagtree_links(), expected) == []
+
+
+def test_the_list_check_names_what_to_add_and_drop():
+    problems = llvm_list_problems(["MLIRIR", "MLIRGone", "MLIRIR"], {"MLIRIR", "MLIRNew"})
+    assert problems == [
+        "a library is listed twice in recipe/llvm_distribution.py",
+        "FlagTree links MLIRNew: add them to recipe/llvm_distribution.py",
+        "FlagTree no longer links MLIRGone: drop them from recipe/llvm_distribution.py",
+    ]
 
 
 def test_cmake_links_reads_link_lists_and_skips_own_targets(tmp_path):

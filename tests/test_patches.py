@@ -15,14 +15,13 @@ of its `third_party/cpu/language/cpu/runtime.py` at the pinned commit will do fo
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from _tools import require_executable, upstream_source
+from flagtree_feedstock import patching
 
 REPO = Path(__file__).resolve().parent.parent
 PATCHES = REPO / "patches"
@@ -52,8 +51,6 @@ HUNK = re.compile(
     r"^@@ -(?P<old_start>\d+)(?:,(?P<old_len>\d+))? \+(?P<new_start>\d+)(?:,(?P<new_len>\d+))? @@"
 )
 NUMBERED = re.compile(r"^(?P<num>\d{4})-[A-Za-z0-9._-]+\.patch$")
-# GNU patch reports these when a hunk did not apply exactly where the patch says.
-INEXACT = re.compile(r"offset|fuzz|succeeded at|FAILED|reject|Reversed|malformed", re.IGNORECASE)
 
 
 def series_patches(series: str) -> list[Path]:
@@ -239,29 +236,21 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
 
 
 def apply_series(patches: list[Path], src: Path, dest: Path) -> None:
-    """Apply ``patches`` in order, with GNU patch and no fuzz, to a copy in ``dest`` of the files they touch."""
-    gnu_patch = require_executable("patch", "patch")
-    version = subprocess.run([gnu_patch, "--version"], capture_output=True, text=True, check=False).stdout
-    assert "GNU patch" in version, f"{gnu_patch} is not GNU patch"
+    """Apply ``patches`` in order, with GNU patch and no fuzz, to a copy in ``dest`` of the files they touch.
 
-    # Copy only the files the series touches: nothing of the checkout is written, and the copy lives
-    # in pytest's temporary directory, never in the repository.
-    for patch in patches:
-        for rel in touched_files(parse_patch(patch).diff_lines):
-            source, target = src / rel, dest / rel
-            if target.exists() or not source.exists():
-                continue  # touched before, or created by the series
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-
-    for patch in patches:
-        result = subprocess.run(
-            [gnu_patch, "-p1", "-F0", "--batch", "--forward", "--no-backup-if-mismatch", "-i", str(patch)],
-            cwd=dest,
-            capture_output=True,
-            text=True,
-            check=False,
+    The application is ``flagtree_feedstock.patching.apply_series``, the one ``flagtree-feedstock bump`` runs;
+    the patched files are left in ``dest`` for the tests that load them.
+    """
+    require_executable("patch", "patch")
+    dest.mkdir(parents=True, exist_ok=True)
+    outcomes = patching.apply_series(
+        patches, patching.DirectoryTree(src), scratch=dest, refresh=False, into=dest
+    )
+    for outcome in outcomes:
+        assert outcome.failure is None, (
+            f"{patch_id(outcome.patch)} does not apply to {src}: {outcome.failure.describe()}\n"
+            f"{outcome.failure.text}"
         )
-        output = result.stdout + result.stderr
-        assert result.returncode == 0, f"{patch_id(patch)} does not apply to {src}:\n{output}"
-        assert not INEXACT.search(output), f"{patch_id(patch)} applies only with offset or fuzz:\n{output}"
+        assert outcome.status == "exact", (
+            f"{patch_id(outcome.patch)} applies only with offset or fuzz: {', '.join(outcome.offsets)}"
+        )

@@ -1,13 +1,13 @@
 """What flagtree-cpu links and imports is declared: every library FlagTree's CMake links, torch at run time.
 
 The link check reads FlagTree's own CMake files from ``FLAGTREE_SRC`` (a checkout of flagtree_commit; and
-flagtree-cpu's from ``FLAGTREE_CPU_SRC`` when set) and is skipped with a reason without it.
+flagtree-cpu's from ``FLAGTREE_CPU_SRC`` when set) and is skipped with a reason without it. The scan is
+``flagtree_feedstock.cmake_scan``, which ``flagtree-feedstock bump`` runs on a new commit against recipe.yaml.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from functools import cache
 from pathlib import Path
 
@@ -15,61 +15,9 @@ import pytest
 
 from _recipe_support import PYTHONS, RECIPE_V1, TARGET, VARIANT_FILES, meta_outputs, requirement_strings
 from _tools import upstream_source
+from flagtree_feedstock.bump_checks import recipe_host
+from flagtree_feedstock.cmake_scan import plain_libraries, unprovided
 from flagtree_feedstock.render import render
-
-# Backends a FLAGTREE_BACKEND=cpu build does not add (setup.py passes TRITON_CODEGEN_BACKENDS=cpu; the root
-# CMakeLists.txt adds third_party/<backend> for those only), and the unit-test helpers (TRITON_BUILD_UT=OFF).
-_NOT_BUILT = {f"third_party/{b}" for b in ("amd", "nvidia", "aipu", "enflame", "iluvatar", "mthreads")} | {
-    "third_party/tsingmicro",
-    "third_party/xpu",
-    "unittest",
-    "cmake/AddTritonUnitTest.cmake",
-}
-SYSROOT = "the sysroot (stdlib('c'))"
-# Where each plain library name comes from at link time: a host requirement, or the target's sysroot.
-# A name missing here fails the test until someone says where it comes from.
-PROVIDERS = {
-    "z": "zlib",  # conda-forge's zlib has libz.so; its run export libzlib only libz.so.1
-    **dict.fromkeys(("c", "m", "dl", "pthread", "rt", "util"), SYSROOT),  # glibc 2.17
-}
-_CALL = re.compile(r"\b(target_link_libraries|add_\w+)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)", re.DOTALL)
-
-
-def _cmake_files(root: Path) -> list[Path]:
-    files = [
-        p for p in root.rglob("*") if p.is_file() and (p.name == "CMakeLists.txt" or p.suffix == ".cmake")
-    ]
-    return [p for p in files if not any(str(p.relative_to(root)).startswith(skip) for skip in _NOT_BUILT)]
-
-
-def plain_libraries(roots: list[Path]) -> dict[str, list[str]]:
-    """Every plain library name (`z`, `-lz`) linked by the CMake files under ``roots``, with where.
-
-    A plain name is a lowercase word in target_link_libraries(...) or after LINK_LIBS that no add_*() call
-    of the same trees defines as a target (`triton`, `sleef`, ...): the linker looks it up as lib<name>.so.
-    """
-    defined: set[str] = set()
-    linked: dict[str, list[str]] = {}
-    for root in roots:
-        for path in _cmake_files(root):
-            text = re.sub(r"#[^\n]*", "", path.read_text(errors="replace"))
-            for call in _CALL.finditer(text):
-                name, args = call[1], call[2].split()
-                if name.startswith("add_") and args:
-                    defined.add(args[0])
-                elif name == "target_link_libraries":
-                    for token in args[1:]:
-                        linked.setdefault(token, []).append(str(path.relative_to(root)))
-                if "LINK_LIBS" in args:
-                    for token in args[args.index("LINK_LIBS") + 1 :]:
-                        linked.setdefault(token, []).append(str(path.relative_to(root)))
-    plain = {}
-    for token, where in linked.items():
-        library = token.removeprefix("-l")
-        if (token.startswith("-l") or re.fullmatch(r"[a-z][a-z0-9_+.]*", token)) and library not in defined:
-            plain[library] = where
-    return plain
-
 
 # The folders of flagtree-cpu that FlagTree's link script (python/scripts/link_flagtree_cpu.sh) links into its
 # tree, and so builds; the rest of flagtree-cpu (a whole Triton fork) is not part of the build.
@@ -114,13 +62,25 @@ def test_every_library_flagtree_links_is_provided() -> None:
     linked = plain_libraries(_sources())
     assert "z" in linked, "FlagTree's root CMakeLists.txt links libtriton with z: the scan missed it"
     for recipe, requirements in (("recipe.yaml", _v1_cpu()), ("meta.yaml", _meta_cpu())):
-        for library, where in sorted(linked.items()):
-            provider = PROVIDERS.get(library)
-            assert provider is not None, f"{where} link lib{library}: say in PROVIDERS which package has it"
-            if provider == SYSROOT:
-                assert any(r.startswith("sysroot_linux-aarch64") for r in requirements["build"]), recipe
-            else:
-                assert provider in _names(requirements["host"]), f"{recipe}: {where} link -l{library}"
+        sysroot = any(r.startswith("sysroot_linux-aarch64") for r in requirements["build"])
+        assert unprovided(linked, _names(requirements["host"]), sysroot=sysroot) == [], recipe
+
+
+def test_the_bump_reads_the_same_host_requirements_as_the_engine() -> None:
+    # The bump reads recipe.yaml as YAML (no render): the names must be the engine's.
+    host, sysroot = recipe_host(RECIPE_V1)
+    assert host == {name for name in _names(_v1_cpu()["host"]) if not name.startswith("pin_subpackage(")}
+    assert sysroot
+
+
+def test_unprovided_names_each_missing_provider() -> None:
+    linked = {"z": ["CMakeLists.txt"], "m": ["lib/CMakeLists.txt"], "fancy": ["third_party/x/CMakeLists.txt"]}
+    assert unprovided(linked, {"python"}, sysroot=False) == [
+        "third_party/x/CMakeLists.txt links libfancy: say in cmake_scan.PROVIDERS which package has it",
+        "lib/CMakeLists.txt links libm: the build requirements lack stdlib('c')",
+        "CMakeLists.txt links libz: add zlib to flagtree-cpu's host",
+    ]
+    assert unprovided({"z": ["CMakeLists.txt"]}, {"zlib"}, sysroot=True) == []
 
 
 @pytest.mark.parametrize("recipe", ["v1", "meta"])

