@@ -43,7 +43,8 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   # The target's loader and libraries, for binaries qemu-user runs.
   export QEMU_LD_PREFIX="${QEMU_LD_PREFIX:-${BUILD_PREFIX:-}/${HOST:-}/sysroot}"
   "${CROSSCOMPILING_EMULATOR}" "${llvm_prefix}/bin/mlir-tblgen" --version >/dev/null \
-    || die "flagtree-llvm's mlir-tblgen does not run under ${CROSSCOMPILING_EMULATOR} (QEMU_LD_PREFIX=${QEMU_LD_PREFIX})"
+    || die "flagtree-llvm's mlir-tblgen does not run under ${CROSSCOMPILING_EMULATOR}" \
+      "(QEMU_LD_PREFIX=${QEMU_LD_PREFIX})"
   # sleef runs helpers it builds (mkrename, mkalias, mkdisp, addSuffix) while it builds; cross-compiling,
   # it takes them from ${NATIVE_BUILD_DIR}/bin instead (its CMakeLists.txt, add_host_executable). They are
   # built first for this machine, from the same sleef source with the options flagtree-cpu gives it, and

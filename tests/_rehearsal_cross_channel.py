@@ -1,4 +1,4 @@
-"""The cross rehearsal's stub channel: what a linux-64 -> linux-aarch64 build environment installs from conda-forge.
+"""The cross rehearsal's stub channel: what a linux-64 -> linux-aarch64 build environment installs.
 
 conda-forge's cross path (``--build-platform linux-64 --target-platform linux-aarch64``) solves the build
 environment for linux-64 and the host environment for linux-aarch64. The host packages are the native

@@ -2,9 +2,10 @@
 
 ``--build-platform linux-64 --target-platform linux-aarch64``, through the toolkit's own cross path
 (``run_plan`` with a ``ForeignTarget``: the engine's ``build_recipes`` with both platforms given): the build
-environment is solved and installed for this machine from the cross stub channel (tests/_rehearsal_cross_channel.py:
-cross compilers around Debian's aarch64 gcc, cross-python, cmake, ...), the host environment for linux-aarch64
-from the native rehearsal's stub channel, with the session's stand-in sources. The recipe's cross branches run
+environment is solved and installed for this machine from the cross stub channel
+(tests/_rehearsal_cross_channel.py: cross compilers around Debian's aarch64 gcc, cross-python, cmake, ...), the
+host environment for linux-aarch64 from the native rehearsal's stub channel, with the session's stand-in
+sources. The recipe's cross branches run
 as written: build-llvm.sh's native tablegens, build-flagtree.sh's sleef helpers for this machine, qemu-user as
 ``CROSSCOMPILING_EMULATOR`` for flagtree-llvm's aarch64 ``mlir-tblgen``. The stand-in cmake runs each of those
 programs where the real build does and records it. Package tests are not run (they are the emulated tier's).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 import re
 import shutil
 import subprocess
@@ -26,7 +28,7 @@ import pytest
 from rattler.package_streaming import extract
 
 from _rehearsal import build, build_requirement_names, copy_recipe, write_variants
-from _rehearsal_channel import PY_TAG, SITE, TARGET
+from _rehearsal_channel import PY_TAG, SITE, TARGET, stub_names
 from _rehearsal_cross_channel import BUILD_PLATFORM, build_cross_channel
 from _rehearsal_fixtures import variant_value
 from _rehearsal_sources import ROOT, Sources
@@ -65,6 +67,8 @@ class CrossRehearsal:
 
 @pytest.fixture(scope="session")
 def cross_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None) -> CrossChannel:
+    if platform.machine() != "x86_64":
+        pytest.skip(f"the cross rehearsal builds from linux-64: this machine is {platform.machine()}")
     emulator = require_executable("qemu-aarch64-static", "qemu-user-static")
     cc = aarch64_gcc()
     build_cc = require_executable("x86_64-linux-gnu-gcc", "gcc")
@@ -93,7 +97,7 @@ def _cross_build(
     cross: CrossChannel,
     names: list[str],
 ) -> None:
-    """A linux-64 -> linux-aarch64 build, with qemu-user as CROSSCOMPILING_EMULATOR (as the `cross` job sets it)."""
+    """A linux-64 -> linux-aarch64 build, qemu-user as CROSSCOMPILING_EMULATOR (as the `cross` job sets it)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CROSSCOMPILING_EMULATOR", cross.emulator)
         build(
@@ -118,7 +122,7 @@ def cross_rehearsal(
 ) -> CrossRehearsal:
     folder = tmp_path_factory.mktemp("cross-rehearsal")
     variant_file = write_variants(ROOT, sources, folder / "variants.yaml")
-    stubs = {p.name.rsplit("-", 2)[0] for p in cross_channel.channel.glob(f"{BUILD_PLATFORM}/*.conda")}
+    stubs = stub_names(cross_channel.channel)
     missing = sorted(build_requirement_names(ROOT, variant_file, BUILD_PLATFORM) - stubs)
     if missing:
         pytest.fail(
@@ -184,9 +188,8 @@ def test_sleefs_helpers_ran_on_the_build_machine_and_are_not_packaged(cross_rehe
     helpers = [run for run in cross_rehearsal.runs if run["project"] == "sleef"]
     assert sorted(run["tool"] for run in helpers) == sorted(SLEEF_HELPERS)
     assert {(run["machine"], run["via"]) for run in helpers} == {("x86-64", "directly")}
-    assert {
-        Path(run["path"]).parent.as_posix().endswith("_flagtree_build/sleef-native/bin") for run in helpers
-    } == {True}
+    native = "_flagtree_build/sleef-native/bin"
+    assert all(Path(run["path"]).parent.as_posix().endswith(native) for run in helpers)
     extract(_package(cross_rehearsal.channel, "flagtree-cpu"), tmp_path)
     packaged = {path.name for path in tmp_path.rglob("*")}
     assert not packaged & set(SLEEF_HELPERS)
@@ -194,7 +197,7 @@ def test_sleefs_helpers_ran_on_the_build_machine_and_are_not_packaged(cross_rehe
 
 def test_llvm_ran_native_tablegens_and_flagtree_ran_the_target_tablegen_under_qemu(cross_rehearsal):
     """build-llvm.sh's native sub-build made the tablegens LLVM's cross build runs (LLVM_NATIVE_TOOL_DIR);
-    FlagTree's build ran flagtree-llvm's own mlir-tblgen, an aarch64 program, through CROSSCOMPILING_EMULATOR."""
+    FlagTree's build ran flagtree-llvm's own mlir-tblgen, an aarch64 program, through the emulator."""
     runs = {(run["project"], run["tool"]): (run["machine"], run["via"]) for run in cross_rehearsal.runs}
     assert runs[("LLVM", "llvm-tblgen")] == runs[("LLVM", "mlir-tblgen")] == ("x86-64", "directly")
     assert runs[("triton", "mlir-tblgen")] == ("AArch64", "through the emulator")
@@ -207,7 +210,8 @@ def _wheel_tags(package: Path, folder: Path) -> list[str]:
 
 
 def test_cross_python_built_flagtree_for_the_target(cross_rehearsal, tmp_path):
-    """${PYTHON} -m pip ran the build machine's python as cross-python: the wheel it installed is the target's."""
+    """${PYTHON} -m pip ran the build machine's python as cross-python: the wheel it installed is for the
+    target."""
     tags = _wheel_tags(_package(cross_rehearsal.channel, "flagtree-cpu"), tmp_path)
     assert tags == [f"{PY_TAG}-{PY_TAG}-linux_aarch64"]
 
@@ -257,7 +261,8 @@ def _expect(failure: str, cause: str) -> None:
 
 
 def test_mutation_the_emulator_not_passed_to_the_build_script(cross_rehearsal, tmp_path, caplog):
-    """rattler-build hands a build script none of the caller's variables: the recipe's script env must."""
+    """rattler-build hands a build script only a few of the caller's variables: the recipe's script env must
+    pass this one."""
 
     def mutate(root: Path) -> None:
         recipe = root / "recipe" / "recipe.yaml"
@@ -299,8 +304,8 @@ def test_mutation_a_host_library_moved_to_the_build_environment(cross_rehearsal,
 
 
 def test_mutation_cross_python_left_out(cross_rehearsal, tmp_path, caplog):
-    """Without cross-python, ${PYTHON} is the host's python: here this machine's interpreter (the stub's), so the
-    build passes, but the wheel is tagged for this machine, not the target."""
+    """Without cross-python, ${PYTHON} is the host's python: here this machine's interpreter (the stub's), so
+    the build passes, but the wheel is tagged for this machine, not the target."""
 
     def mutate(root: Path) -> None:
         _replace(root / "recipe" / "recipe.yaml", "            - cross-python_${{ target_platform }}\n", "")
