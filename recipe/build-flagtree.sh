@@ -33,16 +33,18 @@ llvm_prefix="${PREFIX}/lib/flagtree-llvm"
 
 # Cross-compiling: FlagTree's CMake does not see conda's CMAKE_ARGS, and its aarch64 -march block and LLVM
 # link list follow CMAKE_SYSTEM_PROCESSOR, so the cross toolchain goes in through TRITON_APPEND_CMAKE_ARGS
-# (below). FlagTree runs flagtree-llvm's mlir-tblgen, which is a target binary: it runs only under an
-# emulator (qemu-user via binfmt, CROSSCOMPILING_EMULATOR), so check that first.
+# (below). FlagTree runs flagtree-llvm's mlir-tblgen, which is a target binary: CMake runs it through the
+# emulator it is given (CMAKE_CROSSCOMPILING_EMULATOR, below), so check first that it runs that way. Through
+# the emulator, not directly: that needs no qemu registered with binfmt_misc (a container often has none).
 cross_cmake_args=""
 if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   [[ -n "${CROSSCOMPILING_EMULATOR:-}" ]] \
     || die "cross-compiling ${build_platform} -> ${target_platform} needs CROSSCOMPILING_EMULATOR (qemu-user)"
   # The target's loader and libraries, for binaries qemu-user runs.
   export QEMU_LD_PREFIX="${QEMU_LD_PREFIX:-${BUILD_PREFIX:-}/${HOST:-}/sysroot}"
-  "${llvm_prefix}/bin/mlir-tblgen" --version >/dev/null \
-    || die "flagtree-llvm's mlir-tblgen does not run here (is qemu-user registered with binfmt_misc?)"
+  "${CROSSCOMPILING_EMULATOR}" "${llvm_prefix}/bin/mlir-tblgen" --version >/dev/null \
+    || die "flagtree-llvm's mlir-tblgen does not run under ${CROSSCOMPILING_EMULATOR}" \
+      "(QEMU_LD_PREFIX=${QEMU_LD_PREFIX})"
   # sleef runs helpers it builds (mkrename, mkalias, mkdisp, addSuffix) while it builds; cross-compiling,
   # it takes them from ${NATIVE_BUILD_DIR}/bin instead (its CMakeLists.txt, add_host_executable). They are
   # built first for this machine, from the same sleef source with the options flagtree-cpu gives it, and

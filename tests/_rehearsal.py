@@ -3,7 +3,9 @@
 Builds go through the toolkit's own ``run_plan`` with a ``ForeignTarget`` whose build platform is
 linux-aarch64: the engine then solves and installs every environment for linux-aarch64 from the stub
 channel and runs the build scripts here, "as on a native Arm runner"; the test strategy ``native`` runs the
-package tests whose interpreter can run here (see tests/README.md for which cannot).
+package tests whose interpreter can run here (see tests/README.md for which cannot). The cross rehearsal
+(test_rehearsal_cross.py) passes build platform linux-64: conda-forge's path, with the build environment solved
+for this machine.
 """
 
 from __future__ import annotations
@@ -79,6 +81,17 @@ def requirement_names(root: Path, variant_file: Path) -> set[str]:
     return {name for name in names if not name.startswith("__")} - {output.name for output in outputs}
 
 
+def build_requirement_names(root: Path, variant_file: Path, build_platform: str) -> set[str]:
+    """Every package name the build environments of the recipe rendered for ``build_platform`` ask for."""
+    names: set[str] = set()
+    for output in render(
+        root / "recipe" / "recipe.yaml", (variant_file,), target=TARGET, build=build_platform
+    ):
+        section = output.engine_variant.recipe.to_dict().get("requirements", {}).get("build", [])
+        names |= {spec.split()[0] for spec in section if isinstance(spec, str)}
+    return names
+
+
 def build(
     root: Path,
     variant_file: Path,
@@ -88,17 +101,26 @@ def build(
     names: Sequence[str],
     test: bool,
     keep_build: bool = False,
+    build_platform: str = TARGET,
+    extra_channels: Sequence[Path] = (),
 ) -> list[Path]:
-    """Build the outputs ``names`` of ``root``'s recipe into ``channel_dir`` (which may hold earlier ones)."""
+    """Build the outputs ``names`` of ``root``'s recipe into ``channel_dir`` (which may hold earlier ones).
+
+    ``build_platform`` linux-64 is a cross build; ``extra_channels`` come before the stub channel (the cross
+    rehearsal's linux-64 stubs).
+    """
     recipe = root / "recipe" / "recipe.yaml"
-    outputs = render(recipe, (variant_file,), target=TARGET, build=TARGET)
+    outputs = render(recipe, (variant_file,), target=TARGET, build=build_platform)
     settings = BuildSettings(
         channel_dir=channel_dir,
-        channels=(stub_channel.as_uri(),),
+        channels=(*(c.as_uri() for c in extra_channels), stub_channel.as_uri()),
         test=test,
         keep_build=keep_build,
         foreign=ForeignTarget(
-            recipe=recipe, variant_files=(variant_file,), target_platform=TARGET, build_platform=TARGET
+            recipe=recipe,
+            variant_files=(variant_file,),
+            target_platform=TARGET,
+            build_platform=build_platform,
         ),
     )
     return run_plan(plan_builds(outputs, names=names), settings)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# DEAD_PROXY: a dead end for any HTTP client that honours proxies (rattler's does). The rehearsal tier's
+# session fixtures come from there too, made once for all its modules.
+from _rehearsal_fixtures import DEAD_PROXY, offline_session, sources, stub_channel  # noqa: F401
 from _toy import make_empty_channel
-
-# Dead end for any HTTP client that honours proxies (rattler's does): nothing listens on port 9.
-DEAD_PROXY = "http://127.0.0.1:9"
 
 
 @pytest.fixture(autouse=True)

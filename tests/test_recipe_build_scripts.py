@@ -440,16 +440,28 @@ def test_build_flagtree_cross_needs_an_emulator(standin):
     assert standin.calls("python") == []
 
 
+# flagtree-llvm's tablegen is an aarch64 binary: it runs only through the emulator. Here a stand-in that answers
+# --version when the stand-in emulator (which records its arguments) runs it, and fails as an aarch64 binary
+# run directly on x86_64 does ("cannot execute binary file", 126) otherwise.
+_TABLEGEN = '#!/bin/sh\n[ -n "${STANDIN_EMULATED:-}" ] || exit 126\necho mlir-tblgen\n'
+_EMULATOR = '#!/bin/sh\necho "$@" >>"$STANDIN_LOG/emulator.args"\nSTANDIN_EMULATED=1 exec "$@"\n'
+
+
+def _emulated_tablegen(standin: StandIn, tablegen: str = _TABLEGEN) -> str:
+    """Install the tablegen and the emulator stand-ins; return the emulator's path."""
+    _write(standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen", tablegen, 0o755)
+    emulator = standin.root / "emulator" / "qemu-aarch64-static"
+    _write(emulator, _EMULATOR, 0o755)
+    return str(emulator)
+
+
 def test_build_flagtree_cross_passes_the_toolchain_to_cmake(standin):
-    # flagtree-llvm's tablegen, run "under the emulator": here a stand-in that answers --version.
-    _write(
-        standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen",
-        "#!/bin/sh\necho mlir-tblgen\n",
-        0o755,
-    )
-    emulator = "/usr/bin/qemu-aarch64-static"
+    emulator = _emulated_tablegen(standin)
     result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR=emulator)
     assert result.returncode == 0, result.stderr
+    # The check ran the tablegen through the emulator, as CMake will.
+    tablegen = standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen"
+    assert (standin.log / "emulator.args").read_text().splitlines() == [f"{tablegen} --version"]
     env = standin.calls("python")[0]["env"]
     args = shlex.split(env["TRITON_APPEND_CMAKE_ARGS"])
     assert args[:3] == shlex.split(CONDA_CMAKE_ARGS)
@@ -459,22 +471,16 @@ def test_build_flagtree_cross_passes_the_toolchain_to_cmake(standin):
 
 
 def test_build_flagtree_cross_stops_when_the_tablegen_cannot_run(standin):
-    _write(standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen", "#!/bin/sh\nexit 126\n", 0o755)
-    result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR="/usr/bin/qemu-aarch64-static")
+    emulator = _emulated_tablegen(standin, "#!/bin/sh\nexit 1\n")
+    result = standin.run("build-flagtree.sh", **CROSS, CROSSCOMPILING_EMULATOR=emulator)
     assert result.returncode != 0
-    assert "flagtree-llvm's mlir-tblgen does not run here" in result.stderr
+    assert f"flagtree-llvm's mlir-tblgen does not run under {emulator}" in result.stderr
+    assert standin.calls("python") == []
 
 
 def _cross_flagtree(standin: StandIn, **extra: str) -> subprocess.CompletedProcess[str]:
-    # flagtree-llvm's tablegen, run "under the emulator": here a stand-in that answers --version.
-    _write(
-        standin.prefix / "lib" / "flagtree-llvm" / "bin" / "mlir-tblgen",
-        "#!/bin/sh\necho mlir-tblgen\n",
-        0o755,
-    )
-    return standin.run(
-        "build-flagtree.sh", **{**CROSS, "CROSSCOMPILING_EMULATOR": "/usr/bin/qemu-aarch64-static", **extra}
-    )
+    emulator = _emulated_tablegen(standin)
+    return standin.run("build-flagtree.sh", **{**CROSS, "CROSSCOMPILING_EMULATOR": emulator, **extra})
 
 
 def test_build_flagtree_cross_builds_sleefs_helpers_for_the_build_machine(standin):

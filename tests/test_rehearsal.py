@@ -3,7 +3,8 @@
 Only what cannot exist here is replaced: upstream's sources by local stand-in repositories (with
 ``FLAGTREE_SRC``, FlagTree is the real checkout), conda-forge by a stub channel, the C++ compile by a stand-in
 cmake (tests/_rehearsal_channel.py, tests/_rehearsal_sources.py; tests/README.md has the table of what runs for
-real). Then each mutation of a copy of the recipe must make the same pipeline fail, naming the cause.
+real). Then each mutation of a copy of the recipe must make the same pipeline fail, naming the cause. The session
+fixtures (offline_session, stub_channel, sources) are tests/_rehearsal_fixtures.py's, shared through conftest.py.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import yaml
 from rattler.package_streaming import extract
 
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
-from _rehearsal_channel import PY, SITE, TARGET, build_rehearsal_channel, stub_names
+from _rehearsal_channel import PY, SITE, TARGET, stub_names
 from _rehearsal_sources import (
     FLAGTREE_CPU_PATCHES,
     FLAGTREE_PATCHES,
@@ -30,11 +30,9 @@ from _rehearsal_sources import (
     ROOT,
     Sources,
     flagtree_cpu_tree,
-    make_sources,
     synthesize_flagtree,
 )
-from _tools import aarch64_gcc, require_executable, upstream_source
-from conftest import DEAD_PROXY
+from _tools import require_executable, upstream_source
 from flagtree_feedstock.channel import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import FeedstockError
@@ -42,52 +40,6 @@ from flagtree_feedstock.errors import FeedstockError
 pytestmark = pytest.mark.rehearsal
 
 OUTPUTS = ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu")
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy")
-
-
-@pytest.fixture(scope="session")
-def offline_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The dead proxy of conftest.py for the session-scoped builds (they start before its autouse fixture),
-    and a package cache of the session's own: the engine's package test reads a package's tests from the copy
-    of the same file name in rattler's cache, so a package rebuilt under the same build string (the same
-    variant, another recipe) was tested with an earlier build's tests."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RATTLER_CACHE_DIR", str(tmp_path_factory.mktemp("rattler-cache")))
-        for name in PROXY_VARIABLES:
-            patch.setenv(name, DEAD_PROXY)
-        for name in ("no_proxy", "NO_PROXY"):
-            patch.delenv(name, raising=False)
-        yield
-
-
-@pytest.fixture(scope="session")
-def stub_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None) -> Path:
-    require_executable("git", "git")
-    cc = aarch64_gcc()
-    work = tmp_path_factory.mktemp("stub-work")
-    # The compilers of the recipe's variant (c_compiler_version and cxx_compiler_version are zipped).
-    gcc_major = int(str(_variant(ROOT, "c_compiler_version")))
-    return build_rehearsal_channel(tmp_path_factory.mktemp("stub") / "channel", work, cc, gcc_major)
-
-
-@pytest.fixture(scope="session")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> Sources:
-    flagtree_src = os.environ.get("FLAGTREE_SRC")
-    llvm_commit = str(_variant(ROOT, "llvm_commit"))
-    return make_sources(
-        tmp_path_factory.mktemp("github"),
-        llvm_commit=llvm_commit,
-        flagtree_src=Path(flagtree_src) if flagtree_src else None,
-    )
-
-
-def _variant(root: Path, key: str) -> object:
-    for path in (root / "recipe" / "conda_build_config.yaml", root / "conda_build_config.yaml"):
-        if path.is_file():
-            data = yaml.safe_load(path.read_text()) or {}
-            if key in data:
-                return data[key][0]
-    raise KeyError(key)
 
 
 @dataclass(frozen=True)
@@ -219,7 +171,7 @@ def test_flagtree_plain_libraries_match_upstream() -> None:
     flagtree_src = upstream_source("FLAGTREE_SRC")
     import importlib.util  # noqa: PLC0415
 
-    from test_recipe_dependencies import plain_libraries  # noqa: PLC0415
+    from flagtree_feedstock.cmake_scan import plain_libraries  # noqa: PLC0415
 
     spec = importlib.util.spec_from_file_location(
         "cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py"

@@ -17,12 +17,28 @@ build's own compiler: real aarch64 ELF files (one object, made of tests/rehearsa
   library FlagTree's CMakeLists.txt links (``z``, ``stdc++fs``) with the build's LDFLAGS, so a library no
   host requirement provides fails with the linker's own message, and puts ``libTritonCPURuntime.so`` and
   sleef's ``libsleef.so`` beside it in ``CMAKE_LIBRARY_OUTPUT_DIRECTORY``; ``--install`` installs sleef's
-  files (its only install rules) into the prefix, and refuses one outside the build's folders.
+  files (its only install rules) into the prefix, and refuses one outside the build's folders. The link
+  also takes FlagTree's codegen pair for ``CMAKE_SYSTEM_PROCESSOR`` (``LLVMAArch64CodeGen`` and
+  ``LLVMAArch64AsmParser`` on aarch64, the X86 pair on x86_64; CMake's default processor is the build
+  machine's, ``build_platform``) from ``LLVM_LIBRARY_DIR``, so a cross build that does not give FlagTree's
+  CMake the target's system links the X86 pair, which an AArch64-only LLVM lacks.
+- Cross-compiling (``CMAKE_SYSTEM_NAME`` given, as conda's cross activation puts it into ``CMAKE_ARGS``):
+  ``--build --target`` of LLVM's tablegens or sleef's helpers (``mkrename``, ...) makes them in
+  ``<build>/bin`` with ``CMAKE_C_COMPILER`` (else ``CC``), as the scripts' native sub-builds ask; the cross
+  LLVM's install runs the tablegens of ``LLVM_NATIVE_TOOL_DIR`` on this machine, as LLVM's build does; the
+  FlagTree build runs sleef's helpers from ``NATIVE_BUILD_DIR/bin`` on this machine (sleef's
+  ``add_host_executable``; ninja's own message when one is missing) and flagtree-llvm's ``mlir-tblgen``
+  through ``CMAKE_CROSSCOMPILING_EMULATOR`` (directly without one), as MLIR's tablegen rules do. A program for
+  the wrong machine fails as it does here, where no qemu is registered with binfmt_misc: "Exec format
+  error". When ``share/cmake-standin/record`` names a file, each such run is appended to it (tool, path,
+  ELF machine, how it ran) for the tests to read.
 
 What it cannot show: whether upstream's C++ compiles with this compiler, which libraries a real LLVM build
 makes and links (its graph is a small subset, with simplified links), whether the LLVM/MLIR libraries
 FlagTree names are really linked into libtriton.so, and anything a real CMake would find or reject that is
-not named above.
+not named above. Cross-compiling: which tools a real LLVM, FlagTree or sleef build runs and when (it runs
+each once, at the step named above), a real LLVM's own native sub-build when ``LLVM_NATIVE_TOOL_DIR`` is not
+given, and a machine where qemu is registered with binfmt_misc, which runs an aarch64 program directly.
 """
 
 from __future__ import annotations
@@ -39,6 +55,8 @@ VERSION = "3.31.6"
 CACHE = "standin-cmake-cache.json"
 # The stub package installs this file as bin/cmake and standin.c beside it in share/cmake-standin/.
 STANDIN_C = Path(__file__).resolve().parent.parent / "share" / "cmake-standin" / "standin.c"
+# Beside it, in the cross rehearsal's stub: the file each program run while cross-compiling is recorded in.
+RECORD = STANDIN_C.with_name("record")
 # The stand-in's LLVM: a subset of the libraries a real LLVM + MLIR build (AArch64 target) makes, each with
 # some of the libraries it links, enough for FlagTree's links and their closure to be found in it and for
 # what a full install adds (the shared libLTO and libRemarks that LLVM builds even for static builds, and
@@ -131,6 +149,18 @@ CMAKE_PACKAGES = {"cmake-exports": ("LLVM", "llvm"), "mlir-cmake-exports": ("MLI
 TABLEGENS = ("llvm-tblgen", "mlir-tblgen")
 # Arguments of target_link_libraries/link_libraries that are no library name.
 CMAKE_KEYWORDS = {"PRIVATE", "PUBLIC", "INTERFACE", "debug", "optimized", "general"}
+# Programs the build scripts build for the build machine in native sub-builds, by project: the tools LLVM and
+# MLIR run while they build (build-llvm.sh) and sleef's build-time helpers (build-flagtree.sh).
+HOST_TOOLS = {
+    "LLVM": ("llvm-tblgen", "mlir-tblgen", "mlir-linalg-ods-yaml-gen", "mlir-src-sharder", "mlir-pdll"),
+    "SLEEF": ("mkrename", "mkalias", "mkdisp", "addSuffix"),
+}
+# FlagTree's CMakeLists.txt: the LLVM codegen and asm parser libraries libtriton links, by CMAKE_SYSTEM_PROCESSOR.
+CODEGEN = {"aarch64": "AArch64", "arm64": "AArch64", "x86_64": "X86", "AMD64": "X86"}
+# conda's platforms, as the machine (CMAKE_HOST_SYSTEM_PROCESSOR) a build runs on.
+PLATFORM_PROCESSOR = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+# ELF e_machine values.
+ELF_MACHINES = {62: "x86-64", 183: "AArch64"}
 
 
 def fail(message: str) -> None:
@@ -169,21 +199,96 @@ def archive(build: Path, target: Path) -> None:
     run([str(ar), "rcs", str(target), str(compile_object(build))])
 
 
-def shared_library(build: Path, target: Path, libraries: list[str] = (), soname: str | None = None) -> None:
+def shared_library(
+    build: Path,
+    target: Path,
+    libraries: list[str] = (),
+    soname: str | None = None,
+    library_dirs: list[str] = (),
+) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     cxx = os.environ.get("CXX") or fail("CXX is not set (the compiler package's activation sets it)")
     argv = [*shlex.split(str(cxx)), "-shared", "-o", str(target), str(compile_object(build))]
     if soname:
         argv.append(f"-Wl,-soname,{soname}")
     argv += shlex.split(os.environ.get("LDFLAGS", ""))
+    argv += [f"-L{folder}" for folder in library_dirs]
     argv += ["-Wl,--no-as-needed", *(f"-l{name}" for name in libraries)]
     run(argv)
 
 
-def executable(build: Path, target: Path) -> None:
+def executable(build: Path, target: Path, compiler: str | None = None) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    cc = os.environ.get("CC") or fail("CC is not set")
+    cc = compiler or os.environ.get("CC") or fail("CC is not set")
     run([*shlex.split(str(cc)), "-DSTANDIN_MAIN", str(STANDIN_C), "-o", str(target)])
+
+
+def elf_machine(path: Path) -> str:
+    """The machine an ELF file is for (its e_machine), or what else it is."""
+    head = path.read_bytes()[:20] if path.is_file() else b""
+    if head[:4] != b"\x7fELF":
+        return "not ELF"
+    number = int.from_bytes(head[18:20], "little")
+    return ELF_MACHINES.get(number, f"e_machine {number}")
+
+
+def run_program(argv: list[str], program: Path, *, via: str, project: str) -> None:
+    """Run a program the build runs (a tool, a helper), record it, and fail as the build would."""
+    if RECORD.is_file():
+        entry = {"project": project, "tool": program.name, "path": str(program), "via": via}
+        with Path(RECORD.read_text().strip()).open("a") as record:
+            record.write(json.dumps({**entry, "machine": elf_machine(program)}) + "\n")
+    print("+ " + shlex.join(argv), file=sys.stderr)
+    try:
+        done = subprocess.run(argv, check=False, capture_output=True)
+    except OSError as exc:  # ENOEXEC: a program for another machine, run directly
+        fail(f"{program}: {exc.strerror} ({elf_machine(program)} program run {via} on this machine)")
+    if done.returncode != 0:
+        fail(
+            f"{program} ({via}) exited with {done.returncode}: {done.stderr.decode(errors='replace').strip()}"
+        )
+
+
+def cross_compiling(defines: dict[str, str]) -> bool:
+    """CMake cross-compiles when CMAKE_SYSTEM_NAME is given (CMAKE_CROSSCOMPILING)."""
+    return bool(defines.get("CMAKE_SYSTEM_NAME"))
+
+
+def processor(defines: dict[str, str]) -> str:
+    """CMAKE_SYSTEM_PROCESSOR: the given one when cross-compiling, else the build machine's (build_platform)."""
+    if cross_compiling(defines) and defines.get("CMAKE_SYSTEM_PROCESSOR"):
+        return defines["CMAKE_SYSTEM_PROCESSOR"]
+    # The engines' own lower-case names.
+    platform = os.environ.get("build_platform") or os.environ.get("target_platform", "")  # noqa: SIM112
+    return PLATFORM_PROCESSOR.get(platform) or os.uname().machine
+
+
+def build_host_tools(build: Path, defines: dict[str, str], tools: list[str]) -> None:
+    """A native sub-build's programs in <build>/bin, with its CMAKE_C_COMPILER (CMake's default: CC)."""
+    compiler = defines.get("CMAKE_C_COMPILER") or os.environ.get("CC") or fail("no C compiler")
+    for tool in tools:
+        executable(build, build / "bin" / tool, compiler)
+
+
+def run_sleef_helpers(defines: dict[str, str]) -> None:
+    """sleef cross-compiled: its build runs the helpers of NATIVE_BUILD_DIR/bin here, directly."""
+    native = defines.get("NATIVE_BUILD_DIR", "")
+    for helper in HOST_TOOLS["SLEEF"]:
+        path = Path(f"{native}/bin/{helper}")
+        if not path.is_file():
+            fail(
+                f"ninja: error: '{path}', needed by 'sleef/src/libm/include/renameadvsimd.h', missing and no "
+                "known rule to make it (sleef imports its helpers from NATIVE_BUILD_DIR when cross-compiling)"
+            )
+        run_program([str(path)], path, via="directly", project="sleef")
+
+
+def run_tablegen(defines: dict[str, str]) -> None:
+    """FlagTree cross-compiled: MLIR's tablegen rules run flagtree-llvm's mlir-tblgen through the emulator."""
+    tablegen = Path(defines["LLVM_LIBRARY_DIR"]).parent / "bin" / "mlir-tblgen"
+    emulator = [word for word in defines.get("CMAKE_CROSSCOMPILING_EMULATOR", "").split(";") if word]
+    via = "through the emulator" if emulator else "directly"
+    run_program([*emulator, str(tablegen), "--version"], tablegen, via=via, project="triton")
 
 
 def project_of(source: Path) -> str:
@@ -272,11 +377,29 @@ def load(build: Path) -> dict[str, object]:
     return data
 
 
+def build_targets(argv: list[str]) -> list[str]:
+    """The targets of `cmake --build DIR ... --target A B ...` (CMake takes several since 3.15)."""
+    if "--target" not in argv:
+        return []
+    targets: list[str] = []
+    for arg in argv[argv.index("--target") + 1 :]:
+        if arg.startswith("-"):
+            break
+        targets.append(arg)
+    return targets
+
+
 def build_step(argv: list[str]) -> None:
     build = Path(argv[0]).resolve()
     state = load(build)
     if "--target" in argv and argv[argv.index("--target") + 1] == "mlir-doc":
         return  # FlagTree's docs: nothing to package
+    host_tools = [t for t in build_targets(argv) if t in HOST_TOOLS.get(str(state["project"]), ())]
+    if host_tools:
+        defines = state["defines"]
+        assert isinstance(defines, dict)
+        build_host_tools(build, defines, host_tools)
+        return
     if state["project"] != "triton":
         target = argv[argv.index("--target") + 1] if "--target" in argv else "all"
         if target in {"install", "install-distribution"}:
@@ -285,8 +408,16 @@ def build_step(argv: list[str]) -> None:
     defines = state["defines"]
     assert isinstance(defines, dict)
     out = Path(defines.get("CMAKE_LIBRARY_OUTPUT_DIRECTORY") or fail("no CMAKE_LIBRARY_OUTPUT_DIRECTORY"))
+    if cross_compiling(defines):
+        run_sleef_helpers(defines)
+        run_tablegen(defines)
     libraries = plain_link_libraries(Path(str(state["source"])))
-    shared_library(build, out / "libtriton.so", libraries)
+    target = processor(defines)
+    arch = CODEGEN.get(target) or fail(
+        f"LLVM codegen/ASM parser libs: This HW architecture ({target}) is not configured in cmake lib dependencies."
+    )
+    libraries += [f"LLVM{arch}CodeGen", f"LLVM{arch}AsmParser"]
+    shared_library(build, out / "libtriton.so", libraries, library_dirs=[defines["LLVM_LIBRARY_DIR"]])
     shared_library(build, out / "libTritonCPURuntime.so")
     shared_library(build, out / "libsleef.so.3", soname="libsleef.so.3")
     (out / "libsleef.so").unlink(missing_ok=True)
@@ -372,6 +503,13 @@ def check_distribution(libraries: dict[str, tuple[str, tuple[str, ...]]], define
 
 
 def install_llvm(build: Path, defines: dict[str, str], prefix: Path, libdir: Path) -> None:
+    native_tools = defines.get("LLVM_NATIVE_TOOL_DIR")
+    if cross_compiling(defines) and native_tools:
+        for tool in TABLEGENS:  # LLVM's build runs them to generate its sources, here
+            path = Path(native_tools) / tool
+            if not path.is_file():
+                fail(f"LLVM_NATIVE_TOOL_DIR {native_tools} has no {tool}")
+            run_program([str(path), "--version"], path, via="directly", project="LLVM")
     libraries = llvm_libraries(defines)
     components = distribution(defines)
     wanted = components if components is not None else [*libraries, *HEADER_FILES, *CMAKE_PACKAGES]

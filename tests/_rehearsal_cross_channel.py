@@ -1,0 +1,249 @@
+"""The cross rehearsal's stub channel: what a linux-64 -> linux-aarch64 build environment installs.
+
+conda-forge's cross path (``--build-platform linux-64 --target-platform linux-aarch64``) solves the build
+environment for linux-64 and the host environment for linux-aarch64. The host packages are the native
+rehearsal's (``_rehearsal_channel.py``, used beside this channel); this one holds the linux-64 packages the
+recipe's build requirements name, with conda-forge's names, versions and run_exports, each a stand-in:
+
+- ``gcc_linux-aarch64``/``gxx_linux-aarch64`` (the cross compilers, built for linux-64): Debian's aarch64 cross
+  gcc behind conda's ``aarch64-conda-linux-gnu-*`` names (tests/rehearsal/compiler-wrapper.sh), with the native
+  activation (tests/rehearsal/activate-g*.sh) and, after it, what a cross one adds (tests/rehearsal/cross/):
+  ``CC_FOR_BUILD``/``CXX_FOR_BUILD``, which they also carry here (``x86_64-conda-linux-gnu-*``: this machine's
+  gcc; conda-forge's come from gcc_impl_linux-64 and gxx_impl_linux-64), ``CONDA_BUILD_CROSS_COMPILATION`` and
+  the target system in ``CMAKE_ARGS``;
+- ``sysroot_linux-aarch64`` (noarch on conda-forge, linux-64 here): the compiler wrapper's ``--sysroot``, and
+  for qemu-user (build-flagtree.sh's default ``QEMU_LD_PREFIX``) the target's loader and libc, linked to
+  Debian's aarch64 cross glibc (2.36, not conda-forge's 2.17);
+- ``cross-python_linux-aarch64``: tests/rehearsal/cross/activate-cross-python.sh, which says what it stands in
+  for; it depends on the build python and exports the host python's pin, as conda-forge's does (not on crossenv,
+  rsync, sed and gxx_impl_linux-aarch64, which the stand-in does not use);
+- ``python`` and ``pybind11``: as in the native channel, for linux-64 (here the right machine);
+- ``cmake`` (tests/rehearsal/cmake_standin.py, recording the programs it runs to the file ``record`` names),
+  ``ninja``, ``ccache``: as in the native channel;
+- ``zlib``/``libzlib``: this machine's (x86_64) ``libz.so.1`` stand-in, so a host requirement moved to the
+  build environment fails the link as it would on conda-forge (``cannot find -lz``), not the solve.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import rattler_build
+import yaml
+
+from _rehearsal_channel import (
+    GCC_RELEASES,
+    PY,
+    PY_FULL,
+    SITE,
+    STANDINS,
+    TRIPLE,
+    Stub,
+    _compile,
+    _pure_python,
+    _recipe,
+    _stage,
+)
+from _toy import make_empty_channel
+
+CROSS_STANDINS = STANDINS / "cross"
+BUILD_PLATFORM = "linux-64"
+BUILD_TRIPLE = "x86_64-conda-linux-gnu"
+# Debian's aarch64 cross glibc (libc6-arm64-cross): what the stub sysroot links for qemu-user.
+DEBIAN_AARCH64_LIBS = Path("/usr/aarch64-linux-gnu/lib")
+QEMU_RUNTIME = ("ld-linux-aarch64.so.1", "libc.so.6")
+# conda-forge's cross-python_<target> build string is "<build number>_<python implementation>".
+CROSS_PYTHON_BUILD = "0_cpython"
+ACTIVATE = "etc/conda/activate.d"
+
+
+def _binutils() -> dict[str, str]:
+    found = {
+        tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")
+    }
+    missing = sorted(tool for tool, path in found.items() if path is None)
+    assert not missing, f"binutils-aarch64-linux-gnu lacks {missing}"
+    return {tool: str(path) for tool, path in found.items()}
+
+
+def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Path) -> list[Stub]:
+    binutils = _binutils()
+    wrapper = (STANDINS / "compiler-wrapper.sh").read_text().replace("@REAL_CC@", cc)
+    build_wrapper = (CROSS_STANDINS / "build-compiler-wrapper.sh").read_text().replace("@REAL_CC@", build_cc)
+    activate_gcc = (STANDINS / "activate-gcc.sh").read_text()
+    for tool, path in binutils.items():
+        activate_gcc = activate_gcc.replace(f"@REAL_{tool.upper()}@", path)
+    objects = work / "objects"
+    standin_o = _compile(objects / "standin.o", "-fPIC", "-c", str(STANDINS / "standin.c"), cc=cc)
+    stdcxxfs = objects / "libstdc++fs.a"
+    subprocess.run([binutils["ar"], "rcs", str(stdcxxfs), str(standin_o)], check=True)
+    libz = _compile(
+        objects / "libz.so.1.3.1",
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libz.so.1",
+        str(STANDINS / "libz.c"),
+        cc=build_cc,
+    )
+    interpreter = Path(sys._base_executable).resolve()
+    pyvenv = work / "pyvenv.cfg"
+    pyvenv.write_text(
+        f"home = {interpreter.parent}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n"
+    )
+    readme = work / "README"
+    readme.write_text(
+        "A stub package of the flagtree-feedstock cross rehearsal (tests/_rehearsal_cross_channel.py).\n"
+    )
+    cmake_py = work / "cmake"
+    cmake_py.write_text(f"#!{interpreter}\n" + (STANDINS / "cmake_standin.py").read_text())
+    record_name = work / "record"
+    record_name.write_text(f"{record}\n")
+    ccache = work / "ccache"
+    ccache.write_text(
+        "#!/bin/sh\n# Stand-in ccache: runs the command it is given.\n"
+        'case "${1:-}" in -*|"") exit 0 ;; esac\nexec "$@"\n'
+    )
+    ninja = work / "ninja"
+    ninja.write_text("#!/bin/sh\n# Stand-in ninja: the stand-in cmake never calls it.\necho 1.12.1\n")
+    gcc = GCC_RELEASES[gcc_major]
+    runtime = f">={max(gcc_major, 12)}"
+    python_pin = f"python {PY}.* *_cpython"
+    sysroot = f"{TRIPLE}/sysroot"
+    return [
+        Stub(
+            name="gcc_linux-aarch64",
+            version=gcc,
+            depends=["sysroot_linux-aarch64"],
+            strong=[f"libgcc {runtime}"],
+            files={
+                f"bin/{TRIPLE}-cc": wrapper,
+                f"bin/{TRIPLE}-gcc": wrapper,
+                f"bin/{BUILD_TRIPLE}-cc": build_wrapper,
+                f"bin/{BUILD_TRIPLE}-gcc": build_wrapper,
+                f"{ACTIVATE}/activate-gcc_linux-aarch64.sh": activate_gcc,
+                f"{ACTIVATE}/activate-gcc_linux-aarch64_cross.sh": CROSS_STANDINS / "activate-gcc.sh",
+            },
+            executables=(
+                f"bin/{TRIPLE}-cc",
+                f"bin/{TRIPLE}-gcc",
+                f"bin/{BUILD_TRIPLE}-cc",
+                f"bin/{BUILD_TRIPLE}-gcc",
+            ),
+        ),
+        Stub(
+            name="gxx_linux-aarch64",
+            version=gcc,
+            depends=[f"gcc_linux-aarch64 =={gcc}"],
+            strong=[f"libstdcxx {runtime}", f"libgcc {runtime}"],
+            files={
+                f"bin/{TRIPLE}-c++": wrapper,
+                f"bin/{TRIPLE}-g++": wrapper,
+                f"bin/{BUILD_TRIPLE}-c++": build_wrapper,
+                f"bin/{BUILD_TRIPLE}-g++": build_wrapper,
+                f"{TRIPLE}/lib/libstdc++fs.a": stdcxxfs,
+                f"{ACTIVATE}/activate-gxx_linux-aarch64.sh": STANDINS / "activate-gxx.sh",
+                f"{ACTIVATE}/activate-gxx_linux-aarch64_cross.sh": CROSS_STANDINS / "activate-gxx.sh",
+            },
+            executables=(
+                f"bin/{TRIPLE}-c++",
+                f"bin/{TRIPLE}-g++",
+                f"bin/{BUILD_TRIPLE}-c++",
+                f"bin/{BUILD_TRIPLE}-g++",
+            ),
+        ),
+        Stub(
+            name="sysroot_linux-aarch64",
+            version="2.17",
+            strong=["__glibc >=2.17,<3.0.a0"],
+            files={f"{sysroot}/README": readme},
+            symlinks={f"{sysroot}/lib/{name}": str(DEBIAN_AARCH64_LIBS / name) for name in QEMU_RUNTIME},
+        ),
+        Stub(
+            name="cmake",
+            version="3.31.6",
+            files={
+                "bin/cmake": cmake_py,
+                "share/cmake-standin/standin.c": STANDINS / "standin.c",
+                "share/cmake-standin/record": record_name,
+            },
+            executables=("bin/cmake",),
+        ),
+        Stub(name="ninja", version="1.12.1", files={"bin/ninja": ninja}, executables=("bin/ninja",)),
+        Stub(name="ccache", version="4.11.3", files={"bin/ccache": ccache}, executables=("bin/ccache",)),
+        Stub(
+            name="python",
+            version=PY_FULL,
+            build="0_cpython",
+            files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme},
+            symlinks={"bin/python": str(interpreter), "bin/python3": "python", f"bin/python{PY}": "python"},
+        ),
+        Stub(
+            name="cross-python_linux-aarch64",
+            version=PY,
+            build=CROSS_PYTHON_BUILD,
+            depends=[python_pin],
+            strong=[python_pin],
+            files={
+                f"{ACTIVATE}/activate_z-cross-python_linux-aarch64.sh": CROSS_STANDINS
+                / "activate-cross-python.sh"
+            },
+        ),
+        Stub(
+            name="libzlib",
+            version="1.3.1",
+            strong=["libzlib >=1.3.1,<2.0a0"],
+            files={"lib/libz.so.1.3.1": libz},
+            symlinks={"lib/libz.so.1": "libz.so.1.3.1"},
+        ),
+        Stub(
+            name="zlib",
+            version="1.3.1",
+            depends=["libzlib ==1.3.1"],
+            weak=["libzlib >=1.3.1,<2.0a0"],
+            files={"include/zlib.h": STANDINS / "zlib.h"},
+            symlinks={"lib/libz.so": "libz.so.1"},
+        ),
+        _pure_python("pybind11", work),
+    ]
+
+
+def build_cross_channel(
+    channel: Path, work: Path, *, cc: str, build_cc: str, gcc_major: int, record: Path
+) -> Path:
+    """Build the linux-64 stubs into ``channel`` (indexed); the stand-in cmake records its runs in ``record``."""
+    for name in QEMU_RUNTIME:
+        assert (DEBIAN_AARCH64_LIBS / name).exists(), f"libc6-arm64-cross lacks {DEBIAN_AARCH64_LIBS / name}"
+    stubs = _cross_stubs(work, cc, build_cc, gcc_major, record)
+    staged = work / "staged"
+    for stub in stubs:
+        _stage(stub, staged / stub.name)
+    recipe_dir = work / "recipe"
+    recipe_dir.mkdir()
+    recipe = _recipe(stubs, staged)
+    recipe["recipe"] = {"name": "rehearsal-cross-stubs", "version": "1"}
+    (recipe_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    make_empty_channel(channel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        rattler_build.build_recipes(
+            [recipe_dir / "recipe.yaml"],
+            target_platform=BUILD_PLATFORM,
+            build_platform=BUILD_PLATFORM,
+            host_platform=BUILD_PLATFORM,
+            channel=[channel.as_uri()],
+            output_dir=work / "out",
+            no_include_recipe=True,
+            package_format="conda:1",
+            test="skip",
+        )
+    for package in (work / "out").glob("*/*.conda"):
+        (channel / package.parent.name).mkdir(exist_ok=True)
+        shutil.move(package, channel / package.parent.name / package.name)
+    from flagtree_feedstock.channel import index_channel  # noqa: PLC0415
+
+    index_channel(channel)
+    return channel
