@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from . import __version__, llvm_archive
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds, select_outputs
 from .channel import check_local_channels, package_files
@@ -23,6 +23,7 @@ from .errors import ConfigurationError, FeedstockError
 from .options import TOOLS, BuildOptions, from_cli
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
+from .sources import output_sources, source_lines
 from .variants import variant_files
 
 PROG = "flagtree-feedstock"
@@ -83,6 +84,17 @@ def _parser() -> argparse.ArgumentParser:
         help="print the packages the other options select and their pins, build nothing (offline)",
     )
     build.add_argument("--json", action="store_true", help="with --render-only: print JSON")
+    build.add_argument(
+        "--llvm-archive",
+        metavar="PATH|URL",
+        help="install flagtree-llvm from Triton's prebuilt LLVM archive (a .tar.gz, the folder it unpacked "
+        "to, or a URL) instead of building it",
+    )
+    build.add_argument(
+        "--llvm-archive-sha256",
+        metavar="HEX",
+        help="the archive's sha256: checked for a file, required for a URL",
+    )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep the engine's work folder")
 
@@ -197,15 +209,27 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     _check_build_flags(args, options)
     check_local_channels(options.channels)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
+    # --llvm-archive: checked before anything renders; its keys in a variant file read after the others.
+    archive = llvm_archive.from_options(
+        options.llvm_archive,
+        options.llvm_archive_sha256,
+        env=env,
+        fetch=not args.render_only,
+        recipe_dir=options.recipe_dir,
+    )
+    archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
+    files = (*variant_files(options.recipe_dir, options.variant_config), *archive_files)
     outputs = render(
         options.recipe_dir / "recipe.yaml",
-        variant_files(options.recipe_dir, options.variant_config),
+        files,
         target=options.target_platform,
         build=options.build_platform,
     )
+    if archive is not None:
+        llvm_archive.check_rendered(archive, outputs, variant_file=options.variant_config)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
-        _print_rendered(selected, out, as_json=args.json, rendered=len(outputs))
+        _print_rendered(selected, out, as_json=args.json, rendered=len(outputs), archive=archive)
         return 0
     build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
     if options.tool == "rattler-build":
@@ -216,6 +240,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             err,
             build_platform=build_platform,
             emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
+            variant_config=files,
         )
     else:
         from .conda_build import CondaBuildRequest  # noqa: PLC0415
@@ -226,6 +251,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
                 tool=options.tool,
                 recipe_dir=options.recipe_dir,
                 variant_file=options.variant_config,
+                extra_variant_files=archive_files,
                 channel_dir=options.output_dir,
                 channels=options.channels,
                 target=options.target_platform,
@@ -270,6 +296,7 @@ def _build_rattler(
     *,
     build_platform: PlatformName,
     emulated: bool = False,
+    variant_config: tuple[Path, ...] = (),
 ) -> list[Path]:
     from .build import BuildSettings, BuildStep, ForeignTarget, run_plan  # noqa: PLC0415
 
@@ -278,7 +305,7 @@ def _build_rattler(
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
             recipe=options.recipe_dir / "recipe.yaml",
-            variant_files=variant_files(options.recipe_dir, options.variant_config),
+            variant_files=variant_config or variant_files(options.recipe_dir, options.variant_config),
             target_platform=options.target_platform,
             build_platform=build_platform,
         )
@@ -301,7 +328,14 @@ def _build_rattler(
     return published
 
 
-def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: bool, rendered: int) -> None:
+def _print_rendered(
+    outputs: list[RenderedOutput],
+    out: Console,
+    *,
+    as_json: bool,
+    rendered: int,
+    archive: llvm_archive.LlvmArchive | None = None,
+) -> None:
     """``--json``: every selected output (a contract, RENDER_SCHEMA_VERSION); else one row per package.
 
     ``rendered`` is how many outputs the whole matrix rendered, before --python/--output selected ``outputs``.
@@ -317,9 +351,13 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
                     "python": o.python,
                     "pins": dict(o.pins),
                     "variant": dict(o.variant),
+                    "sources": [s.as_json() for s in output_sources(o)],
                 }
                 for o in outputs
             ],
+            # Where flagtree-llvm comes from (null: built from source), and the glibc the packages need.
+            "llvm_archive": archive.as_json() if archive is not None else None,
+            "glibc_floor": llvm_archive.glibc_floor(outputs),
         }
         out.print_json(json.dumps(document))
         return
@@ -348,10 +386,37 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
             pins.add_row(key, value[:12], ", ".join(sorted(names)))
     if pins.row_count:
         out.print(pins)
+    for line in [*source_lines(outputs), *_llvm_lines(outputs, archive)]:
+        out.print(line)
     counted = f"{len(outputs)} rendered outputs"
     if rendered != len(outputs):
         counted = f"{rendered} rendered outputs, {len(outputs)} selected by --python/--output"
     out.print(f"{counted} -> {len(plan)} packages to build")
+
+
+def _llvm_lines(outputs: list[RenderedOutput], archive: llvm_archive.LlvmArchive | None) -> list[str]:
+    """Where flagtree-llvm comes from, and the glibc the packages are built against."""
+    lines = []
+    if archive is None:
+        if any(o.name == "flagtree-llvm" for o in outputs):
+            lines.append("flagtree-llvm: built from source (llvm-project at llvm_commit)")
+    elif archive.inspection is None:
+        lines.append(
+            "flagtree-llvm: installed from Triton's LLVM archive, not yet checked (a URL: the build downloads "
+            "and checks it before anything is built):"
+        )
+        lines.append(f"  {archive.origin}")
+    else:
+        needs = archive.inspection.glibc or "no GLIBC version"
+        lines.append(
+            f"flagtree-llvm: installed from Triton's LLVM archive ({archive.inspection.top}/, its programs need "
+            f"{needs}):"
+        )
+        lines.append(f"  {archive.origin}")
+    floor = llvm_archive.glibc_floor(outputs)
+    if floor is not None:
+        lines.append(f"glibc: built against c_stdlib_version {floor}, so they need glibc >= {floor} to run")
+    return lines
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:
