@@ -23,6 +23,7 @@ ninja, python), which the from-source route needs as well. Not a test: it writes
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -62,9 +63,9 @@ REQUIRED = {
     "programs": ("bin/mlir-tblgen", "bin/llvm-tblgen"),
 }
 _FILLER = {
-    "headers": "include/{}/H{}/h{}.h",
+    "headers": "include/{0}/H{1}/h{2}.h",
     "static": "lib/libLLVMStandIn{2}.a",
-    "cmake": "lib/cmake/{}/StandIn{2}.cmake",
+    "cmake": "lib/cmake/{0}/StandIn{2}.cmake",
     "programs": "bin/tool{2}",
 }
 
@@ -145,6 +146,21 @@ def time_toolkit(archive: Path, cache: Path) -> tuple[float, str]:
     return time.perf_counter() - start, found.sha256
 
 
+def time_unpack_and_install(archive: Path, work: Path) -> float:
+    """The part of the engine's step that is not fetching, testing or packaging: unpack, then the install."""
+    spec = importlib.util.spec_from_file_location(
+        "llvm_archive_install", RECIPE_DIR / "llvm_archive_install.py"
+    )
+    assert spec is not None and spec.loader is not None
+    install = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install)
+    start = time.perf_counter()
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "unpacked", filter="tar")
+    install.install(work / "unpacked" / TOP, work / "prefix" / "lib" / "flagtree-llvm")
+    return time.perf_counter() - start
+
+
 def time_engine(recipe: Path, output: Path) -> float:
     import rattler_build  # noqa: PLC0415
 
@@ -180,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         files = sum(1 for p in (work / "archive" / TOP).rglob("*") if p.is_file())
         made = time.perf_counter() - start
         checks, sha256 = time_toolkit(archive, work / "cache")
+        unpack_install = time_unpack_and_install(archive, work)
         engine = time_engine(_recipe(work, archive.resolve().as_uri(), sha256), work / "output")
         size = archive.stat().st_size / 1e6
         print(
@@ -189,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"flagtree-llvm step by the engine (fetch, unpack, build-llvm.sh, tests, packaging): {engine:.1f} s"
         )
+        print(f"  of it, unpacking and installing (timed alone): {unpack_install:.1f} s")
         total = checks + engine
         print(
             f"archive route: {total:.0f} s; from source, the compiles alone: {FROM_SOURCE_SECONDS / 3600:.1f} h "
