@@ -209,3 +209,73 @@ def test_the_variant_check_takes_the_keys_and_checks_the_sha256(tmp_path):
     )
     with pytest.raises(ConfigurationError, match="llvm_archive_sha256 is 'abc', not a sha256"):
         render(ROOT / "recipe" / "recipe.yaml", (*VARIANT_FILES, bad), target=TARGET)
+
+
+# --- tier conda_build: the real conda-build's names (skipped where it is not installed) ---
+
+
+def _conda_build_names(tmp_path: Path, recipe_dir: Path, *extra: Path) -> dict[str, str]:
+    """The file name conda-build gives every output (`--output`), by package name (and python, `py310`)."""
+    import os  # noqa: PLC0415
+
+    from _stub_channel import make_stub_channel  # noqa: PLC0415
+
+    conda_build = shutil.which("conda-build")
+    if conda_build is None:
+        pytest.skip("conda-build is not installed here (tier conda_build; it is not on PyPI)")
+    tmp_path.mkdir(parents=True)
+    condarc = tmp_path / "condarc"
+    condarc.touch()
+    env = dict(os.environ, CONDA_SUBDIR=TARGET, CONDARC=str(condarc), CONDA_PKGS_DIRS=str(tmp_path / "pkgs"))
+    env["CONDA_BLD_PATH"] = str(tmp_path / "bld")
+    argv = [
+        conda_build,
+        "--output",
+        str(recipe_dir),
+        "-m",
+        str(recipe_dir.parent / "conda_build_config.yaml"),
+    ]
+    argv += [arg for path in extra for arg in ("-m", str(path))]
+    argv += ["--override-channels", "-c", make_stub_channel(tmp_path / "stubs").as_uri()]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "non-final" not in done.stderr, done.stderr  # a requirement did not solve: no real hash
+    found = {}
+    for line in done.stdout.split():
+        if line.endswith((".conda", ".tar.bz2")):
+            name, _, build = Path(line).name.rsplit("-", 2)
+            found[f"{name} {build[:5] if build.startswith('py3') else ''}".strip()] = Path(line).name
+    return found
+
+
+@pytest.mark.conda_build
+def test_conda_build_names_unset_as_on_main_set_of_their_own(tmp_path):
+    unset = _conda_build_names(tmp_path / "unset", ROOT / "recipe")
+    archive = _conda_build_names(tmp_path / "set", ROOT / "recipe", _archive_variants(tmp_path / "a.yaml"))
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        yaml.safe_dump({"llvm_archive_url": ["https://m/x.tgz"], "llvm_archive_sha256": ["f" * 64]})
+    )
+    another = _conda_build_names(tmp_path / "other", ROOT / "recipe", other)
+    commit = first_variant()["llvm_commit"][:8]
+    llvm = [name for name in archive.values() if name.startswith("flagtree-llvm-")]
+    assert len(llvm) == 1 and re.fullmatch(
+        rf"flagtree-llvm-0\.6\.0-llvm{commit}_archive_h[0-9a-f]{{7}}_0\.conda", llvm[0]
+    )
+    for key, name in unset.items():
+        assert (archive[key] != name) is (not name.startswith("flagtree-doctor-")), (key, name, archive[key])
+        assert (another[key] != archive[key]) is (not name.startswith("flagtree-doctor-")), key
+    git = shutil.which("git")
+    main = git and subprocess.run(
+        [git, "rev-parse", "--verify", "-q", "main"], cwd=ROOT, capture_output=True, check=False
+    )
+    if main and main.returncode == 0:
+        tree = subprocess.run(
+            [git, "archive", "main", "recipe", "conda_build_config.yaml"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        (tmp_path / "main").mkdir()
+        subprocess.run(["tar", "-x", "-C", str(tmp_path / "main")], input=tree.stdout, check=True)
+        assert _conda_build_names(tmp_path / "main-names", tmp_path / "main" / "recipe") == unset
