@@ -440,8 +440,8 @@ def test_render_only_shows_the_archive_and_the_glibc_it_is_built_against(tmp_pat
         f"      sha256 {digest}",
     ]
     assert (
-        f"flagtree-llvm: installed from Triton's LLVM archive ({TOP}/, its programs need GLIBC_2.34):\n"
-        f"  {archive}\n"
+        f"flagtree-llvm: from Triton's LLVM archive (its programs need GLIBC_2.34):\n  {archive}\n"
+        f"  (top folder {TOP}/)\n"
     ) in text
     assert "glibc: built against c_stdlib_version 2.34, so they need glibc >= 2.34 to run" in text
     assert not out.exists()
@@ -471,7 +471,9 @@ def test_render_only_of_a_url_does_not_download_it(env, capsys):
     )
     text = capsys.readouterr().out
     assert f"      {url}\n      sha256 {'d' * 64}\n" in text
-    assert "not yet checked (a URL: the build downloads and checks it before anything is built):\n" in text
+    assert (
+        f"flagtree-llvm: from Triton's LLVM archive, checked when the build downloads it:\n  {url}\n" in text
+    )
     assert not llvm_archive.cache_dir(env).exists() or not any(llvm_archive.cache_dir(env).glob("*.tar.gz"))
 
 

@@ -401,18 +401,12 @@ def _llvm_lines(outputs: list[RenderedOutput], archive: llvm_archive.LlvmArchive
         if any(o.name == "flagtree-llvm" for o in outputs):
             lines.append("flagtree-llvm: built from source (llvm-project at llvm_commit)")
     elif archive.inspection is None:
-        lines.append(
-            "flagtree-llvm: installed from Triton's LLVM archive, not yet checked (a URL: the build downloads "
-            "and checks it before anything is built):"
-        )
-        lines.append(f"  {archive.origin}")
+        lines += ["flagtree-llvm: from Triton's LLVM archive, checked when the build downloads it:"]
+        lines += [f"  {archive.origin}"]
     else:
         needs = archive.inspection.glibc or "no GLIBC version"
-        lines.append(
-            f"flagtree-llvm: installed from Triton's LLVM archive ({archive.inspection.top}/, its programs need "
-            f"{needs}):"
-        )
-        lines.append(f"  {archive.origin}")
+        lines += [f"flagtree-llvm: from Triton's LLVM archive (its programs need {needs}):"]
+        lines += [f"  {archive.origin}", f"  (top folder {archive.inspection.top}/)"]
     floor = llvm_archive.glibc_floor(outputs)
     if floor is not None:
         lines.append(f"glibc: built against c_stdlib_version {floor}, so they need glibc >= {floor} to run")

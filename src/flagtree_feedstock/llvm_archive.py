@@ -119,7 +119,7 @@ class LlvmArchive:
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    """Where archives, packed folders and their inspections are kept: $XDG_CACHE_HOME/flagtree-feedstock/."""
+    """Where archives, packed folders and their inspections are kept (~/.cache/flagtree-feedstock/llvm-archives)."""
     base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
     return Path(base) / "flagtree-feedstock" / "llvm-archives"
 
