@@ -386,31 +386,12 @@ def _print_rendered(
             pins.add_row(key, value[:12], ", ".join(sorted(names)))
     if pins.row_count:
         out.print(pins)
-    for line in [*source_lines(outputs), *_llvm_lines(outputs, archive)]:
-        out.print(line)
+    for line in [*source_lines(outputs), *llvm_archive.render_lines(outputs, archive)]:
+        out.print(line, markup=False)
     counted = f"{len(outputs)} rendered outputs"
     if rendered != len(outputs):
         counted = f"{rendered} rendered outputs, {len(outputs)} selected by --python/--output"
     out.print(f"{counted} -> {len(plan)} packages to build")
-
-
-def _llvm_lines(outputs: list[RenderedOutput], archive: llvm_archive.LlvmArchive | None) -> list[str]:
-    """Where flagtree-llvm comes from, and the glibc the packages are built against."""
-    lines = []
-    if archive is None:
-        if any(o.name == "flagtree-llvm" for o in outputs):
-            lines.append("flagtree-llvm: built from source (llvm-project at llvm_commit)")
-    elif archive.inspection is None:
-        lines += ["flagtree-llvm: from Triton's LLVM archive, checked when the build downloads it:"]
-        lines += [f"  {archive.origin}"]
-    else:
-        needs = archive.inspection.glibc or "no GLIBC version"
-        lines += [f"flagtree-llvm: from Triton's LLVM archive (its programs need {needs}):"]
-        lines += [f"  {archive.origin}", f"  (top folder {archive.inspection.top}/)"]
-    floor = llvm_archive.glibc_floor(outputs)
-    if floor is not None:
-        lines.append(f"glibc: built against c_stdlib_version {floor}, so they need glibc >= {floor} to run")
-    return lines
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:

@@ -4,8 +4,8 @@ Upstream's install guide (docs.flagos.io, "Install on Arm64 CPU", §1.3 LLVM too
 FlagTree's python/setup.py (``get_llvm_package_info``) names it ``llvm-<first 8 characters of
 cmake/llvm-hash.txt>-ubuntu-arm64`` on aarch64 Linux (``-almalinux-arm64`` on AlmaLinux), fetches
 ``https://oaitriton.blob.core.windows.net/public/llvm-builds/<name>.tar.gz`` and unpacks it into
-``$TRITON_HOME/.triton/llvm/`` (``get_thirdparty_packages``): the archive holds one top folder ``<name>/`` with
-``bin/``, ``include/``, ``lib/``; setup.py adds ``<name>/version.txt`` (the URL) and a symlink
+``$TRITON_HOME/.triton/llvm/`` (``get_thirdparty_packages``): the archive holds one top folder ``<name>/``
+with ``bin/``, ``include/``, ``lib/``; setup.py adds ``<name>/version.txt`` (the URL) and a symlink
 ``llvm-ubuntu-arm64`` to the folder. The guide's restricted-network route downloads the same file by hand into
 ``~/.triton/llvm`` and unpacks it there, so a user holds the archive, the folder, or both.
 
@@ -70,8 +70,8 @@ REQUIRED_TOOL = "bin/mlir-tblgen"
 VARIANT_KEYS = ("llvm_archive_url", "llvm_archive_sha256")
 # What setup.py writes into an unpacked archive (the URL it came from): not part of Triton's archive.
 SETUP_PY_MARKER = "version.txt"
-# conda-forge's sysroot_linux-aarch64 versions: anaconda.org/conda-forge/sysroot_linux-aarch64 lists 2.17, 2.28,
-# 2.34 and 2.39; conda-forge/linux-sysroot-feedstock builds them on its branches v2.17, v2.28, v2.34 and main
+# conda-forge's sysroot_linux-aarch64 versions: anaconda.org/conda-forge/sysroot_linux-aarch64 lists 2.17,
+# 2.28, 2.34 and 2.39; conda-forge/linux-sysroot-feedstock builds them on its branches v2.17, v2.28, v2.34 and main
 # (2.39, Rocky 10.1). From 2.28 on each carries the strong run export `__glibc >=<version>,<3.0.a0` on every
 # platform (recipe/meta.yaml of those branches), so a package built against it needs that glibc to install.
 SYSROOT_VERSIONS = ("2.17", "2.28", "2.34", "2.39")
@@ -119,7 +119,7 @@ class LlvmArchive:
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    """Where archives, packed folders and their inspections are kept (~/.cache/flagtree-feedstock/llvm-archives)."""
+    """Where archives, packed folders and their inspections are kept: ~/.cache/flagtree-feedstock/..."""
     base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
     return Path(base) / "flagtree-feedstock" / "llvm-archives"
 
@@ -287,7 +287,8 @@ def pack_folder(folder: Path, cache: Path) -> Path:
     if TOP_FOLDER.fullmatch(folder.name) is None:
         raise ConfigurationError(
             f"--llvm-archive {folder} is not named like Triton's LLVM archive folder ({TOP_EXAMPLE})",
-            fix="pass the folder setup.py or upstream's guide unpacked (~/.triton/llvm/llvm-<commit8>-ubuntu-arm64)",
+            fix="pass the folder setup.py or upstream's guide unpacked "
+            "(~/.triton/llvm/llvm-<commit8>-ubuntu-arm64)",
         )
     LOGGER.info("packing %s into %s", folder, cache)
 
@@ -416,7 +417,8 @@ def variant_file(archive: LlvmArchive, env: Mapping[str, str]) -> Path:
     key = hashlib.sha256(f"{archive.url}\n{archive.sha256}".encode()).hexdigest()[:16]
     name = f"variants-{key}.yaml"
     text = (
-        f"# flagtree-feedstock build --llvm-archive {archive.origin}: flagtree-llvm from Triton's LLVM archive.\n"
+        f"# flagtree-feedstock build --llvm-archive {archive.origin}:\n"
+        "# flagtree-llvm from Triton's LLVM archive.\n"
         f'llvm_archive_url:\n  - "{archive.url}"\nllvm_archive_sha256:\n  - "{archive.sha256}"\n'
     )
     cache = cache_dir(env)
@@ -428,6 +430,25 @@ def variant_file(archive: LlvmArchive, env: Mapping[str, str]) -> Path:
 def glibc_floor(outputs: Sequence[RenderedOutput]) -> str | None:
     """The ``c_stdlib_version`` the rendered packages are built against (None: no output uses it)."""
     return next((o.variant["c_stdlib_version"] for o in outputs if "c_stdlib_version" in o.variant), None)
+
+
+def render_lines(outputs: Sequence[RenderedOutput], archive: LlvmArchive | None) -> list[str]:
+    """``--render-only``'s lines: where flagtree-llvm comes from, the glibc the packages are built against."""
+    lines = []
+    if archive is None:
+        if any(o.name == "flagtree-llvm" for o in outputs):
+            lines.append("flagtree-llvm: built from source (llvm-project at llvm_commit)")
+    elif archive.inspection is None:
+        lines += ["flagtree-llvm: from Triton's LLVM archive, checked when the build downloads it:"]
+        lines += [f"  {archive.origin}"]
+    else:
+        needs = archive.inspection.glibc or "no GLIBC version"
+        lines += [f"flagtree-llvm: from Triton's LLVM archive (its programs need {needs}):"]
+        lines += [f"  {archive.origin}", f"  (top folder {archive.inspection.top}/)"]
+    floor = glibc_floor(outputs)
+    if floor is not None:
+        lines.append(f"glibc: built against c_stdlib_version {floor}, so they need glibc >= {floor} to run")
+    return lines
 
 
 def check_rendered(
@@ -443,7 +464,8 @@ def check_rendered(
     if commits and archive.inspection.commit not in {c[:8] for c in commits}:
         pinned = min(commits)[:8]
         raise ConfigurationError(
-            f"--llvm-archive {archive.origin} is LLVM {archive.inspection.commit} ({archive.inspection.top}), "
+            f"--llvm-archive {archive.origin} is LLVM {archive.inspection.commit} "
+            f"({archive.inspection.top}), "
             f"the recipe's llvm_commit is {pinned}",
             fix=f"use Triton's llvm-{pinned}-ubuntu-arm64.tar.gz (FlagTree's cmake/llvm-hash.txt), or drop "
             "--llvm-archive to build LLVM from source",
@@ -461,7 +483,8 @@ def check_rendered(
     fix = (
         f'set c_stdlib_version to "{sysroot}" in {variant_file or "a variant file"} (conda-forge\'s '
         f"sysroot_linux-aarch64 {sysroot}; "
-        f"the packages then need glibc >= {sysroot} to install), or drop --llvm-archive to build LLVM from source"
+        f"the packages then need glibc >= {sysroot} to install), or drop --llvm-archive to build LLVM from "
+        "source"
         if sysroot
         else f"conda-forge has no sysroot for glibc {version} (newest {SYSROOT_VERSIONS[-1]}): drop "
         "--llvm-archive to build LLVM from source"
