@@ -502,3 +502,16 @@ def test_conda_build_reads_the_archive_s_variant_file_after_the_global_one(tmp_p
     )
     argv = conda_build.command(request, output_folder=tmp_path / "staging")
     assert argv[1:6] == [str(tmp_path), "-m", "conda_build_config.yaml", "-m", "archive.yaml"]
+
+
+def test_render_only_says_when_a_variant_file_selects_an_archive_unchecked(tmp_path, env, capsys):
+    """Without --llvm-archive the keys may still come from a variant file: the render must not say "source"."""
+    variants = tmp_path / "conda_build_config.yaml"
+    keys = {"llvm_archive_url": ["file:///x/llvm.tar.gz"], "llvm_archive_sha256": ["9" * 64]}
+    variants.write_text((ROOT / "conda_build_config.yaml").read_text() + yaml.safe_dump(keys))
+    assert main(["build", "--render-only", "--variant-config", str(variants)], env=env) == 0
+    text = capsys.readouterr().out
+    assert "flagtree-llvm: from the LLVM archive a variant file names (llvm_archive_url), unchecked" in text
+    assert "built from source" not in text
+    assert main(["build", "--render-only"], env=env) == 0
+    assert "flagtree-llvm: built from source (llvm-project at llvm_commit)\n" in capsys.readouterr().out

@@ -435,8 +435,14 @@ def glibc_floor(outputs: Sequence[RenderedOutput]) -> str | None:
 def render_lines(outputs: Sequence[RenderedOutput], archive: LlvmArchive | None) -> list[str]:
     """``--render-only``'s lines: where flagtree-llvm comes from, the glibc the packages are built against."""
     lines = []
-    if archive is None:
-        if any(o.name == "flagtree-llvm" for o in outputs):
+    llvm = [o for o in outputs if o.name == "flagtree-llvm"]
+    if archive is None and any("llvm_archive_sha256" in o.variant for o in llvm):
+        lines.append(
+            "flagtree-llvm: from the LLVM archive a variant file names (llvm_archive_url), unchecked: "
+            "pass it with --llvm-archive to have it checked"
+        )
+    elif archive is None:
+        if llvm:
             lines.append("flagtree-llvm: built from source (llvm-project at llvm_commit)")
     elif archive.inspection is None:
         lines += ["flagtree-llvm: from Triton's LLVM archive, checked when the build downloads it:"]
