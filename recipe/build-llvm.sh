@@ -16,6 +16,14 @@ read -r -a conda_cmake_args <<<"${CMAKE_ARGS:-}"
 # LLVM in /usr/lib/llvm-N). build-flagtree.sh points FlagTree's LLVM_SYSPATH here.
 llvm_prefix="${PREFIX}/lib/flagtree-llvm"
 
+# From Triton's prebuilt LLVM instead (llvm_archive_url, upstream's install guide §1.3): the engine unpacked
+# it into llvm-archive/ (its top folder stripped); it is installed, not built. llvm_archive_install.py says
+# what it keeps and why. Nothing of this machine's is run: in a cross build its tablegens are aarch64
+# binaries like those built from source, and build-flagtree.sh runs them under the emulator the same way.
+if [[ -d "${SRC_DIR}/llvm-archive" ]]; then
+  exec python3 "${RECIPE_DIR}/llvm_archive_install.py" "${SRC_DIR}/llvm-archive" "${llvm_prefix}"
+fi
+
 # What libtriton needs and nothing more. AArch64 only: python/src/llvm.cc calls InitializeAllTargets(),
 # and libtriton links only the AArch64 CodeGen/AsmParser pair, so any other target left in LLVM would be an
 # undefined LLVMInitialize* symbol in libtriton.so (triton issue #7637). Static archives: FlagTree links

@@ -81,11 +81,14 @@ def select_lines(text: str, target: str, build: str | None = None) -> str:
     return "\n".join(kept) + "\n"
 
 
-def render_meta(target: str = TARGET, python: str = PYTHONS[0], build: str | None = None) -> dict[str, Any]:
-    """meta.yaml for ``target`` (built on ``build``, default: natively) and one python variant, as a dict."""
+def render_meta(
+    target: str = TARGET, python: str = PYTHONS[0], build: str | None = None, extra: Mapping[str, Any] = {}
+) -> dict[str, Any]:
+    """meta.yaml for ``target`` (built on ``build``, default: natively) and one python variant, as a dict;
+    ``extra`` variant keys (one value each) over the variant files'."""
     import jinja2  # noqa: PLC0415 - a test dependency only
 
-    variant = first_variant(python)
+    variant = first_variant(python) | dict(extra)
     subdir = target
 
     def compiler(language: str) -> str:

@@ -68,6 +68,11 @@ class Stub:
     executables: tuple[str, ...] = ()
     symlinks: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def folder(self) -> str:
+        """Where its files are staged: a name can have several versions (the sysroots)."""
+        return f"{self.name}-{self.version}"
+
 
 def _compile(output: Path, *args: str, cc: str) -> Path:
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +157,14 @@ def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
             executables=(f"bin/{TRIPLE}-c++", f"bin/{TRIPLE}-g++"),
         ),
         Stub(name="sysroot_linux-aarch64", version="2.17", strong=[glibc], files={sysroot: readme}),
+        # The newer sysroot a variant raises c_stdlib_version to (the LLVM archive's glibc floor): conda-forge's
+        # 2.34 (linux-sysroot-feedstock, branch v2.34) exports `__glibc >=2.34,<3.0.a0` (strong).
+        Stub(
+            name="sysroot_linux-aarch64",
+            version="2.34",
+            strong=["__glibc >=2.34,<3.0.a0"],
+            files={sysroot: readme},
+        ),
         Stub(
             name="cmake",
             version="3.31.6",
@@ -251,7 +264,7 @@ def _recipe(stubs: list[Stub], staged: Path) -> dict[str, object]:
                 "package": {"name": stub.name, "version": stub.version},
                 "build": {
                     "string": stub.build,
-                    "script": [f'cp -a "{staged / stub.name}/." "$PREFIX/"'],
+                    "script": [f'cp -a "{staged / stub.folder}/." "$PREFIX/"'],
                     # The engine would otherwise rewrite the stand-ins' paths and rpaths.
                     "prefix_detection": {"ignore": True},
                     "dynamic_linking": {"binary_relocation": False},
@@ -280,7 +293,7 @@ def build_rehearsal_channel(channel: Path, work: Path, cc: str, gcc_major: int) 
     stubs = _stubs(work, cc, gcc_major)
     staged = work / "staged"
     for stub in stubs:
-        _stage(stub, staged / stub.name)
+        _stage(stub, staged / stub.folder)
     recipe_dir = work / "recipe"
     recipe_dir.mkdir()
     (recipe_dir / "recipe.yaml").write_text(yaml.safe_dump(_recipe(stubs, staged), sort_keys=False))

@@ -220,7 +220,7 @@ def build_cross_channel(
     stubs = _cross_stubs(work, cc, build_cc, gcc_major, record)
     staged = work / "staged"
     for stub in stubs:
-        _stage(stub, staged / stub.name)
+        _stage(stub, staged / stub.folder)
     recipe_dir = work / "recipe"
     recipe_dir.mkdir()
     recipe = _recipe(stubs, staged)

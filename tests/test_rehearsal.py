@@ -23,6 +23,7 @@ from rattler.package_streaming import extract
 
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
 from _rehearsal_channel import PY, SITE, TARGET, stub_names
+from _rehearsal_fixtures import variant_value
 from _rehearsal_sources import (
     FLAGTREE_CPU_PATCHES,
     FLAGTREE_PATCHES,
@@ -32,7 +33,7 @@ from _rehearsal_sources import (
     flagtree_cpu_tree,
     synthesize_flagtree,
 )
-from _tools import require_executable, upstream_source
+from _tools import aarch64_gcc, require_executable, upstream_source
 from flagtree_feedstock.channel import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import FeedstockError
@@ -386,3 +387,160 @@ def test_standin_scripts_pass_shellcheck() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- the LLVM archive route (issue 18): flagtree-llvm from a stand-in of Triton's archive, then flagtree-cpu ---
+
+
+@dataclass(frozen=True)
+class ArchiveRehearsal:
+    """flagtree-llvm installed from the stand-in archive and flagtree-cpu built against it, at glibc 2.34."""
+
+    channel: Path
+    stub_channel: Path
+    # What the archive route's builds published: {name: package}.
+    built: dict[str, Path]
+
+
+# The glibc the stand-in archive's programs need (tests/_rehearsal_archive.py): c_stdlib_version is raised to it.
+ARCHIVE_GLIBC = "2.34"
+
+
+def _archive_top() -> str:
+    return f"llvm-{str(variant_value(ROOT, 'llvm_commit'))[:8]}-ubuntu-arm64"
+
+
+@pytest.fixture(scope="session")
+def archive_rehearsal(tmp_path_factory: pytest.TempPathFactory, rehearsal: Rehearsal) -> ArchiveRehearsal:
+    """The stand-in archive through the toolkit's own checks (what --llvm-archive runs), then the recipe's
+    archive route built with c_stdlib_version raised to what the archive needs; flagtree-doctor is reused."""
+    from _rehearsal_archive import standin_archive  # noqa: PLC0415
+    from flagtree_feedstock import llvm_archive  # noqa: PLC0415
+    from flagtree_feedstock.render import render  # noqa: PLC0415
+
+    folder = tmp_path_factory.mktemp("archive-rehearsal")
+    archive = standin_archive(_package(rehearsal.channel, "flagtree-llvm"), folder, top=_archive_top())
+    env = {"XDG_CACHE_HOME": str(folder / "cache")}
+    found = llvm_archive.from_options(str(archive), None, env=env, fetch=True, recipe_dir=ROOT / "recipe")
+    assert found is not None and found.inspection is not None
+    assert found.inspection.glibc == f"GLIBC_{ARCHIVE_GLIBC}"
+    variants = yaml.safe_load(rehearsal.variant_file.read_text())
+    variants |= {
+        "c_stdlib_version": [ARCHIVE_GLIBC],
+        "llvm_archive_url": [found.url],
+        "llvm_archive_sha256": [found.sha256],
+    }
+    variant_file = folder / "variants.yaml"
+    variant_file.write_text(yaml.safe_dump(variants, sort_keys=False))
+    outputs = render(ROOT / "recipe" / "recipe.yaml", (variant_file,), target=TARGET, build=TARGET)
+    llvm_archive.check_rendered(found, outputs)
+    channel = folder / "channel"
+    shutil.copytree(rehearsal.channel, channel)
+    built = {}
+    for name, test in (("flagtree-llvm", True), ("flagtree-cpu", False)):
+        (built[name],) = build(ROOT, variant_file, channel, rehearsal.stub_channel, names=[name], test=test)
+    return ArchiveRehearsal(channel=channel, stub_channel=rehearsal.stub_channel, built=built)
+
+
+def test_archive_route_installs_the_archive_as_flagtree_llvm(archive_rehearsal, rehearsal, tmp_path):
+    """A build string of its own beside the from-source package; what the source build installs, its package
+    tests passed (package_contents: libLTO.so and libRemarks.so absent), LLVM's licence files, AArch64 only."""
+    from _rehearsal_archive import LEFT_OUT, TARGET_LISTS, target_list  # noqa: PLC0415
+
+    from_archive = archive_rehearsal.built["flagtree-llvm"]
+    source_built = _package(rehearsal.channel, "flagtree-llvm")
+    commit8 = str(variant_value(ROOT, "llvm_commit"))[:8]
+    assert from_archive.name.startswith(
+        f"flagtree-llvm-{source_built.name.split('-')[2]}-llvm{commit8}_archive_h"
+    )
+    assert "_archive_" not in source_built.name
+    extract(from_archive, tmp_path)
+    prefix = tmp_path / "lib" / "flagtree-llvm"
+    assert sorted(p.name for p in (prefix / "bin").iterdir()) == ["llvm-tblgen", "mlir-tblgen"]
+    assert [name for name in LEFT_OUT if (prefix / name).exists()] == []
+    assert (prefix / "lib" / "libLLVMAArch64CodeGen.a").is_file()
+    for name, kind in TARGET_LISTS.items():
+        assert (prefix / "include" / "llvm" / "Config" / name).read_text() == target_list(kind, ("AArch64",))
+    licences = tmp_path / "info" / "licenses"
+    found = sorted(str(p.relative_to(licences)) for p in licences.rglob("*.TXT"))
+    assert found == ["llvm-project/llvm/LICENSE.TXT", "llvm-project/mlir/LICENSE.TXT"]
+
+
+def test_flagtree_cpu_against_the_archive_needs_its_glibc_installs_and_activates(
+    archive_rehearsal, tmp_path, monkeypatch
+):
+    """Built against the 2.34 sysroot, flagtree-cpu depends on that glibc through the sysroot's run export: the
+    real solver refuses it for a glibc 2.17 machine (the toolkit's default linux-aarch64), and installs it for a
+    glibc 2.36 one (Debian 12's), where it activates as the from-source package does."""
+    import json  # noqa: PLC0415
+
+    from flagtree_feedstock import channel  # noqa: PLC0415
+    from flagtree_feedstock.errors import ChannelError  # noqa: PLC0415
+
+    cpu = archive_rehearsal.built["flagtree-cpu"]
+    extract(cpu, tmp_path / "cpu")
+    index = json.loads((tmp_path / "cpu" / "info" / "index.json").read_text())
+    assert f"__glibc >={ARCHIVE_GLIBC},<3.0.a0" in index["depends"]
+    spec = f"flagtree-cpu =={index['version']} {index['build']}"
+
+    def install(prefix: Path) -> list[object]:
+        return smoke_install(
+            archive_rehearsal.channel,
+            [spec],
+            prefix=prefix,
+            platform=TARGET,
+            extra_channels=[archive_rehearsal.stub_channel.as_uri()],
+        )
+
+    with pytest.raises(ChannelError, match="cannot solve flagtree-cpu"):
+        install(tmp_path / "glibc-2.17")
+    machine = [
+        (n, "2.36" if n == "__glibc" else v, b) for n, v, b in channel._TARGET_VIRTUAL_PACKAGES[TARGET]
+    ]
+    monkeypatch.setitem(channel._TARGET_VIRTUAL_PACKAGES, TARGET, tuple(machine))
+    installed = install(tmp_path / "env")
+    assert {"flagtree-cpu", "flagtree-doctor", "python"} <= {p.name for p in installed}  # type: ignore[attr-defined]
+    _check_activation(tmp_path / "env")
+
+
+def test_an_archive_needing_a_newer_glibc_is_refused_up_front(rehearsal, tmp_path, capsys):
+    """Its tablegens need GLIBC_2.35 (a real aarch64 program calling _dl_find_object), above the raised 2.34:
+    `flagtree-feedstock build --llvm-archive` stops before anything renders further or builds."""
+    from _rehearsal_archive import standin_archive  # noqa: PLC0415
+
+    cc = aarch64_gcc()
+    (tmp_path / "tblgen.c").write_text(
+        "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n"
+        "int main(void) { struct dl_find_object found; "
+        'return printf("%d\\n", _dl_find_object((void *)main, &found)) < 0; }\n'
+    )
+    subprocess.run([cc, str(tmp_path / "tblgen.c"), "-o", str(tmp_path / "tblgen")], check=True)
+    archive = standin_archive(
+        _package(rehearsal.channel, "flagtree-llvm"),
+        tmp_path / "a",
+        top=_archive_top(),
+        program=tmp_path / "tblgen",
+    )
+    global_variants = tmp_path / "conda_build_config.yaml"
+    text = (ROOT / "conda_build_config.yaml").read_text()
+    global_variants.write_text(
+        text.replace('c_stdlib_version:\n  - "2.17"', f'c_stdlib_version:\n  - "{ARCHIVE_GLIBC}"')
+    )
+    out = tmp_path / "channel"
+    argv = [
+        "build",
+        "--variant-config",
+        str(global_variants),
+        "--output-dir",
+        str(out),
+        "--llvm-archive",
+        str(archive),
+    ]
+    assert main(argv, env={"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": os.environ["PATH"]}) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    print("refused:", error)
+    assert re.search(
+        r"needs glibc 2\.35 \([\w-]+ needs GLIBC_2\.35\), above c_stdlib_version 2\.34", error
+    ), error
+    assert 'set c_stdlib_version to "2.39"' in error
+    assert not out.exists()

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from . import __version__, llvm_archive
 from ._interrupts import EXIT_INTERRUPTED
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build import plan_builds, select_outputs
@@ -27,6 +27,7 @@ from .options import TOOLS, BuildOptions, from_cli
 from .output_dir import check_output_dir
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .render import PIN_KEYS, RenderedOutput
+from .sources import output_sources, source_lines
 from .variants import variant_files
 
 PROG = "flagtree-feedstock"
@@ -89,6 +90,17 @@ def _parser() -> argparse.ArgumentParser:
         help="print the packages the other options select and their pins, build nothing (offline)",
     )
     build.add_argument("--json", action="store_true", help="with --render-only: print JSON")
+    build.add_argument(
+        "--llvm-archive",
+        metavar="PATH|URL",
+        help="install flagtree-llvm from Triton's prebuilt LLVM archive (a .tar.gz, the folder it unpacked "
+        "to, or a URL) instead of building it",
+    )
+    build.add_argument(
+        "--llvm-archive-sha256",
+        metavar="HEX",
+        help="the archive's sha256: checked for a file, required for a URL",
+    )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
     build.add_argument(
@@ -208,15 +220,27 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     _check_build_flags(args, options)
     check_inputs(options, render_only=args.render_only)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
+    # --llvm-archive: checked before anything renders; its keys in a variant file read after the others.
+    archive = llvm_archive.from_options(
+        options.llvm_archive,
+        options.llvm_archive_sha256,
+        env=env,
+        fetch=not args.render_only,
+        recipe_dir=options.recipe_dir,
+    )
+    archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
+    files = (*variant_files(options.recipe_dir, options.variant_config), *archive_files)
     outputs = render(
         options.recipe_dir / "recipe.yaml",
-        variant_files(options.recipe_dir, options.variant_config),
+        files,
         target=options.target_platform,
         build=options.build_platform,
     )
+    if archive is not None:
+        llvm_archive.check_rendered(archive, outputs, variant_file=options.variant_config)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
-        _print_rendered(selected, out, as_json=args.json, rendered=len(outputs))
+        _print_rendered(selected, out, as_json=args.json, rendered=len(outputs), archive=archive)
         return 0
     build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
     if options.tool == "rattler-build":
@@ -227,6 +251,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             err,
             build_platform=build_platform,
             emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
+            variant_config=files,
         )
     else:
         from .conda_build import CondaBuildRequest  # noqa: PLC0415
@@ -237,6 +262,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
                 tool=options.tool,
                 recipe_dir=options.recipe_dir,
                 variant_file=options.variant_config,
+                extra_variant_files=archive_files,
                 channel_dir=options.output_dir,
                 channels=options.channels,
                 target=options.target_platform,
@@ -299,12 +325,13 @@ def _build_rattler(
     *,
     build_platform: PlatformName,
     emulated: bool = False,
+    variant_config: tuple[Path, ...] = (),
 ) -> list[Path]:
     from .build import BuildSettings, BuildStep, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs)
     recipe = options.recipe_dir / "recipe.yaml"
-    files = variant_files(options.recipe_dir, options.variant_config)
+    files = variant_config or variant_files(options.recipe_dir, options.variant_config)
     foreign = None
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
@@ -340,7 +367,14 @@ def _build_rattler(
     return published
 
 
-def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: bool, rendered: int) -> None:
+def _print_rendered(
+    outputs: list[RenderedOutput],
+    out: Console,
+    *,
+    as_json: bool,
+    rendered: int,
+    archive: llvm_archive.LlvmArchive | None = None,
+) -> None:
     """``--json``: every selected output (a contract, RENDER_SCHEMA_VERSION); else one row per package.
 
     ``rendered`` is how many outputs the whole matrix rendered, before --python/--output selected ``outputs``.
@@ -356,9 +390,13 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
                     "python": o.python,
                     "pins": dict(o.pins),
                     "variant": dict(o.variant),
+                    "sources": [s.as_json() for s in output_sources(o)],
                 }
                 for o in outputs
             ],
+            # Where flagtree-llvm comes from (null: built from source), and the glibc the packages need.
+            "llvm_archive": archive.as_json() if archive is not None else None,
+            "glibc_floor": llvm_archive.glibc_floor(outputs),
         }
         out.print_json(json.dumps(document))
         return
@@ -387,6 +425,8 @@ def _print_rendered(outputs: list[RenderedOutput], out: Console, *, as_json: boo
             pins.add_row(key, value[:12], ", ".join(sorted(names)))
     if pins.row_count:
         out.print(pins)
+    for line in [*source_lines(outputs), *llvm_archive.render_lines(outputs, archive)]:
+        out.print(line, markup=False)
     counted = f"{len(outputs)} rendered outputs"
     if rendered != len(outputs):
         counted = f"{rendered} rendered outputs, {len(outputs)} selected by --python/--output"

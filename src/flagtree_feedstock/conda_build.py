@@ -35,6 +35,8 @@ class CondaBuildRequest:
     target: PlatformName
     pythons: tuple[str, ...] = ()
     test: bool = True
+    # Read after variant_file (and the recipe's own): --llvm-archive's keys.
+    extra_variant_files: tuple[Path, ...] = ()
 
 
 def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
@@ -45,6 +47,8 @@ def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
         )
     executable = _subprocess.which(_EXECUTABLES[request.tool], install_hint=_INSTALL_HINTS[request.tool])
     argv = [executable, str(request.recipe_dir), "-m", str(request.variant_file)]
+    for extra in request.extra_variant_files:
+        argv += ["-m", str(extra)]
     argv += ["--output-folder", str(output_folder), "-c", output_folder.as_uri()]
     for channel in request.channels:
         argv += ["-c", channel]

@@ -32,6 +32,9 @@ class BuildOptions:
     test: bool = True
     keep_build: bool = False
     force: bool = False
+    # flagtree-llvm from Triton's prebuilt LLVM archive (a file, an unpacked folder or a URL): llvm_archive.py.
+    llvm_archive: str | None = None
+    llvm_archive_sha256: str | None = None
 
     def summary(self) -> str:
         """One line per option; those that differ from the defaults are marked with ``*``."""
@@ -66,6 +69,8 @@ ENV_OPTIONS: Mapping[str, str] = {
     "pythons": "PYTHON",
     "outputs": "OUTPUT",
     "tool": "TOOL",
+    "llvm_archive": "LLVM_ARCHIVE",
+    "llvm_archive_sha256": "LLVM_ARCHIVE_SHA256",
 }
 # The plural names these had before they followed the options; still read, never suggested.
 ENV_OLD_NAMES: Mapping[str, str] = {"channels": "CHANNELS", "pythons": "PYTHONS", "outputs": "OUTPUTS"}
@@ -122,6 +127,8 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         test=not values.get("no_test"),
         keep_build=bool(values.get("keep_build")),
         force=bool(values.get("force")),
+        llvm_archive=str(pick("llvm_archive") or "") or None,
+        llvm_archive_sha256=str(pick("llvm_archive_sha256") or "") or None,
     )
 
 
