@@ -506,3 +506,19 @@ def test_a_build_script_gets_only_what_the_recipe_passes(
     # One folder per build holds the work folder and both prefixes: build-flagtree.sh's CCACHE_BASEDIR.
     parents = {Path(seen[name]).parent for name in ("SRC_DIR", "PREFIX", "BUILD_PREFIX")}
     assert len(parents) == 1
+
+
+def test_render_only_names_each_patched_source_with_its_patch_count(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sources section of the real recipe: FlagTree with its series, flagtree-cpu with its own, in English."""
+    monkeypatch.chdir(ROOT)
+    assert main(["build", "--render-only", "--python", "3.12"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    counts = {
+        name: len(list((ROOT / "patches" / name).glob("*.patch"))) for name in ("flagtree", "flagtree-cpu")
+    }
+    assert counts["flagtree-cpu"] == 1, "the singular below is checked while the series has one patch"
+    assert f"    . (git, {counts['flagtree']} patches)" in lines
+    assert "    third_party/flagtree-cpu (git, 1 patch)" in lines
+    assert "    sleef (git)" in lines

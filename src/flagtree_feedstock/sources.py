@@ -38,7 +38,7 @@ class Source:
     def lines(self) -> list[str]:
         """The folder and kind, then the location and the pin whole, each on a line of its own (a URL longer
         than the terminal folds)."""
-        patched = f", {self.patches} patches" if self.patches else ""
+        patched = f", {self.patches} patch{'es' if self.patches > 1 else ''}" if self.patches else ""
         lines = [f"    {self.folder or '.'} ({self.kind}{patched})", f"      {self.location}"]
         if self.pin:
             lines.append(f"      {'sha256' if self.kind == 'url' else 'rev'} {self.pin}")
