@@ -63,7 +63,10 @@ def report(
     feedstock: Path, standins: Standins, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, dict]:
     status = run(feedstock, standins, *args, "--json")
-    return status, json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    # Every JSON document of the toolkit and the doctor leads with its schema_version.
+    assert next(iter(document)) == "schema_version" and document["schema_version"] == "1"
+    return status, document
 
 
 def checks(document: dict) -> dict[str, str]:

@@ -193,6 +193,7 @@ def test_render_table_fits_80_columns_when_piped(recipe: str, tmp_path: Path) ->
 def test_render_only_json_is_versioned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(build_args("toy-multi", tmp_path / "channel", "--render-only", "--json")) == 0
     document = json.loads(capsys.readouterr().out)
+    assert next(iter(document)) == "schema_version"  # first, as in flagtree-doctor's and flagtree-verify's
     assert document["schema_version"] == "2"
     assert "version" not in document  # the old name of the key is gone, not kept beside it
     llvm = {o["build_string"] for o in document["outputs"] if o["name"] == "toy-llvm"}
