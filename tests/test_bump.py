@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -33,6 +32,7 @@ from _bump_sources import (
     make_standins,
 )
 from _rehearsal_sources import preimages, render_preimage
+from _tools import upstream_source
 from flagtree_feedstock import pins as pins_module
 from flagtree_feedstock.bump import derive_version
 from flagtree_feedstock.cli import main
@@ -397,16 +397,18 @@ def test_derived_versions_sort_after_the_tag_and_before_the_next_release() -> No
 
 
 def _flagtree_history() -> Path:
-    value = os.environ.get("FLAGTREE_SRC")
-    if not value:
-        pytest.skip(
-            "FLAGTREE_SRC is not set (a FlagTree clone with the history of triton_v3.3.x and its tags)"
-        )
-    path = Path(value)
+    path = upstream_source("FLAGTREE_SRC")
+    value = str(path)
     if subprocess.run(
         ["git", "-C", value, "rev-parse", "--git-dir"], capture_output=True, check=False
     ).returncode:
         pytest.fail(f"FLAGTREE_SRC={value} is not a git clone")
+    if _rev(path, "rev-parse", "--is-shallow-repository") == "true":
+        # .ci/sources.py (the workflow's tests job) fetches the pinned commit alone.
+        pytest.skip(
+            f"FLAGTREE_SRC={value} is a shallow clone: these tests need the history of triton_v3.3.x and its "
+            "tags (clone FlagTree whole to run them)"
+        )
     return path
 
 
