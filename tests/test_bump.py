@@ -219,6 +219,10 @@ def test_a_flagtree_cpu_that_fits_moves_its_pin_and_sleef(
     assert document["pins"]["flagtree_cpu_commit"]["new"] == git(standins.cpu_fits, "rev-parse", "HEAD")
     assert document["pins"]["sleef_commit"]["new"] == standins.sleef
     assert {name: status for name, status in checks(document).items() if status != "skip"} == dict.fromkeys(("version", "llvm-commit", "patches-flagtree", "patches-flagtree-cpu", "llvm-libraries", "plain-libraries", "link-script", "builtin-keyword", "builder-methods", "tritoncpu-ops"), "ok")  # fmt: skip
+    summaries = {check["name"]: check["summary"] for check in document["checks"]}
+    assert (
+        summaries["patches-flagtree-cpu"] == "1 patch applied in recipe order with GNU patch -F0, no offset"
+    )
 
 
 def test_flagtree_cpu_alone_can_move(feedstock: Path, standins: Standins, capsys) -> None:
@@ -279,7 +283,7 @@ def test_without_flagtree_cpu_the_links_must_be_the_pins(feedstock: Path, standi
     )
     (failed,) = [c for c in document["checks"] if c["status"] == "fail"]
     assert failed["summary"].startswith(
-        "1 link targets do not exist: third_party/cpu/bin -> third_party/cpu/bin"
+        "1 link target does not exist: third_party/cpu/bin -> third_party/cpu/bin"
     )
 
 
@@ -304,7 +308,9 @@ def test_summary_is_markdown_with_both_tables(
     text = summary.read_text()
     assert "| pin | now | bumped | from |" in text
     assert "| flagtree_version | `0.6.0` | `0.6.0.post1` | nearest release tag |" in text
-    assert "| patches-flagtree | ok | 9 patches apply in recipe order with GNU patch -F0, no offset |" in text
+    assert (
+        "| patches-flagtree | ok | 9 patches applied in recipe order with GNU patch -F0, no offset |" in text
+    )
     assert text.rstrip().endswith("dry run: nothing written (the bump would write 1 file)")
 
 

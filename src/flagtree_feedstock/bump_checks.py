@@ -91,6 +91,11 @@ def _guarded(name: str, step: Callable[[Upstream], Check], upstream: Upstream) -
         return Check(name=name, status="fail", summary=f"cannot read upstream's files: {exc}")
 
 
+def _count(number: int) -> str:
+    """``1 patch``, ``9 patches``: the subject of the patch checks' summaries."""
+    return f"{number} patch" if number == 1 else f"{number} patches"
+
+
 def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check, list[PatchOutcome]]:
     check = f"patches-{name}"
     tree = upstream.flagtree if name == "flagtree" else upstream.flagtree_cpu
@@ -98,7 +103,7 @@ def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check,
         return Check(name=check, status="skip", summary=f"the recipe lists no patches for {name}"), []
     if tree is None:
         return Check(
-            name=check, status="skip", summary=f"{len(patches)} patches not checked: no --flagtree-cpu-src"
+            name=check, status="skip", summary=f"{_count(len(patches))} not checked: no --flagtree-cpu-src"
         ), []
     missing = [patch for patch in patches if not patch.is_file()]
     if missing:
@@ -111,7 +116,7 @@ def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check,
         untried = sum(o.status == "not tried" for o in outcomes)
         summary = f"{failed.patch.name}: {failed.failure.describe()}"
         if untried:
-            summary += f"; {untried} later patches not tried"
+            summary += f"; {untried} later {'patch' if untried == 1 else 'patches'} not tried"
         return Check(name=check, status="fail", summary=summary, details=(failed.failure.text,)), outcomes
     refreshed = [o for o in outcomes if o.refreshed is not None]
     if refreshed:
@@ -119,13 +124,13 @@ def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check,
         return Check(
             name=check,
             status="refresh",
-            summary=f"{len(outcomes)} patches apply; {len(refreshed)} at an offset, refreshed: {names}",
+            summary=f"{_count(len(outcomes))} applied; {len(refreshed)} at an offset, refreshed: {names}",
             details=tuple(offset for o in refreshed for offset in o.offsets),
         ), outcomes
     return Check(
         name=check,
         status="ok",
-        summary=f"{len(outcomes)} patches apply in recipe order with GNU patch -F0, no offset",
+        summary=f"{_count(len(outcomes))} applied in recipe order with GNU patch -F0, no offset",
     ), outcomes
 
 
@@ -231,7 +236,8 @@ def _link_script(upstream: Upstream) -> Check:
                 f"{link.path} -> {inside} (not in flagtree-cpu {short(upstream.flagtree_cpu.commit)})"
             )
     if missing:
-        return Check(name=name, status="fail", summary=f"{len(missing)} link targets do not exist: {missing[0]}",
+        subject = "1 link target does not" if len(missing) == 1 else f"{len(missing)} link targets do not"
+        return Check(name=name, status="fail", summary=f"{subject} exist: {missing[0]}",
                      details=tuple(missing[1:]))  # fmt: skip
     if upstream.flagtree_cpu is not None:
         return Check(
