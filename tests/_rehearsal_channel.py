@@ -290,21 +290,30 @@ def stub_names(channel: Path) -> set[str]:
 
 def build_rehearsal_channel(channel: Path, work: Path, cc: str, gcc_major: int) -> Path:
     """Build every stub package into ``channel`` (an indexed channel folder), compilers of ``gcc_major``."""
-    stubs = _stubs(work, cc, gcc_major)
+    return build_stub_channel(_stubs(work, cc, gcc_major), channel, work, platform=TARGET)
+
+
+def build_stub_channel(
+    stubs: list[Stub], channel: Path, work: Path, *, platform: str, name: str | None = None
+) -> Path:
+    """Build ``stubs`` for ``platform`` into ``channel`` (indexed), each from its own staged folder."""
     staged = work / "staged"
     for stub in stubs:
         _stage(stub, staged / stub.folder)
     recipe_dir = work / "recipe"
     recipe_dir.mkdir()
-    (recipe_dir / "recipe.yaml").write_text(yaml.safe_dump(_recipe(stubs, staged), sort_keys=False))
+    recipe = _recipe(stubs, staged)
+    if name is not None:
+        recipe["recipe"] = {"name": name, "version": "1"}
+    (recipe_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     make_empty_channel(channel)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         rattler_build.build_recipes(
             [recipe_dir / "recipe.yaml"],
-            target_platform=TARGET,
-            build_platform=TARGET,
-            host_platform=TARGET,
+            target_platform=platform,
+            build_platform=platform,
+            host_platform=platform,
             channel=[channel.as_uri()],
             output_dir=work / "out",
             no_include_recipe=True,

@@ -29,11 +29,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
-
-import rattler_build
-import yaml
 
 from _rehearsal_channel import (
     GCC_RELEASES,
@@ -45,10 +41,8 @@ from _rehearsal_channel import (
     Stub,
     _compile,
     _pure_python,
-    _recipe,
-    _stage,
+    build_stub_channel,
 )
-from _toy import make_empty_channel
 
 CROSS_STANDINS = STANDINS / "cross"
 BUILD_PLATFORM = "linux-64"
@@ -218,32 +212,4 @@ def build_cross_channel(
     for name in QEMU_RUNTIME:
         assert (DEBIAN_AARCH64_LIBS / name).exists(), f"libc6-arm64-cross lacks {DEBIAN_AARCH64_LIBS / name}"
     stubs = _cross_stubs(work, cc, build_cc, gcc_major, record)
-    staged = work / "staged"
-    for stub in stubs:
-        _stage(stub, staged / stub.folder)
-    recipe_dir = work / "recipe"
-    recipe_dir.mkdir()
-    recipe = _recipe(stubs, staged)
-    recipe["recipe"] = {"name": "rehearsal-cross-stubs", "version": "1"}
-    (recipe_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-    make_empty_channel(channel)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        rattler_build.build_recipes(
-            [recipe_dir / "recipe.yaml"],
-            target_platform=BUILD_PLATFORM,
-            build_platform=BUILD_PLATFORM,
-            host_platform=BUILD_PLATFORM,
-            channel=[channel.as_uri()],
-            output_dir=work / "out",
-            no_include_recipe=True,
-            package_format="conda:1",
-            test="skip",
-        )
-    for package in (work / "out").glob("*/*.conda"):
-        (channel / package.parent.name).mkdir(exist_ok=True)
-        shutil.move(package, channel / package.parent.name / package.name)
-    from flagtree_feedstock.channel import index_channel  # noqa: PLC0415
-
-    index_channel(channel)
-    return channel
+    return build_stub_channel(stubs, channel, work, platform=BUILD_PLATFORM, name="rehearsal-cross-stubs")
