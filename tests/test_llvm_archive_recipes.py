@@ -33,6 +33,28 @@ _ROUTE_IN_RECIPE_YAML = (
     re.compile(r"^          - llvm_archive_url\n", re.MULTILINE),
 )
 
+# The same in meta.yaml: the Jinja set, the three `{% if llvm_archive %}` blocks, the build string's suffix.
+_ROUTE_IN_META_YAML = (
+    re.compile(
+        r"^\{# Where flagtree-llvm comes from: .*?#\}\n\{% set llvm_archive = .*?%\}\n",
+        re.MULTILINE | re.DOTALL,
+    ),
+    re.compile(r"^\{% if llvm_archive %\}\n.*?\{% endif %\}\n", re.MULTILINE | re.DOTALL),
+    re.compile(r'\{\{ "_archive" if llvm_archive else "" \}\}'),
+)
+
+
+def _without_the_route(recipe_dir: Path, name: str, parts: tuple[re.Pattern[str], ...]) -> None:
+    """Remove the archive route from ``recipe_dir/name`` (a copy), each part found first."""
+    recipe = recipe_dir / name
+    text = recipe.read_text()
+    for part in parts:
+        assert part.search(text), f"the archive route's part {part.pattern!r} is not in {name}"
+        text = part.sub("", text)
+    code = re.sub(r"\{#.*?#\}", "", text, flags=re.DOTALL)
+    assert [line for line in code.splitlines() if "llvm_archive" in line.partition("#")[0]] == []
+    recipe.write_text(text)
+
 
 def _names(recipe_root: Path, *extra: Path, build: str = TARGET) -> set[tuple[str, str, str]]:
     files = (
@@ -60,42 +82,11 @@ def _archive_variants(path: Path) -> Path:
 @pytest.mark.parametrize("build", [TARGET, "linux-64"])
 def test_unset_keys_leave_every_name_as_the_recipe_without_the_route(tmp_path, build):
     without = _copy(tmp_path / "without")
-    recipe = without / "recipe" / "recipe.yaml"
-    text = recipe.read_text()
-    for part in _ROUTE_IN_RECIPE_YAML:
-        assert part.search(text), f"the archive route's part {part.pattern!r} is not in recipe.yaml"
-        text = part.sub("", text)
-    assert [line for line in text.splitlines() if "llvm_archive" in line.partition("#")[0]] == []
-    recipe.write_text(text)
+    _without_the_route(without / "recipe", "recipe.yaml", _ROUTE_IN_RECIPE_YAML)
     (
         without / "recipe" / "meta.yaml"
     ).unlink()  # the variant check reads both recipes; this one has the route
     assert _names(without, build=build) == _names(ROOT, build=build)
-
-
-@pytest.mark.parametrize("build", [TARGET, "linux-64"])
-def test_unset_keys_leave_every_name_as_on_main(tmp_path, build):
-    """main's recipe, where this clone has the branch (a CI checkout may not)."""
-    git = shutil.which("git")
-    has_main = git and subprocess.run(
-        [git, "rev-parse", "--verify", "-q", "main"], cwd=ROOT, capture_output=True, check=False
-    )
-    if not has_main or has_main.returncode != 0:
-        pytest.skip("this clone has no branch main to compare with")
-    main = tmp_path / "main"
-    archive = subprocess.run(
-        [git, "archive", "main", "recipe", "conda_build_config.yaml"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    )
-    main.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(main)], input=archive.stdout, check=True)
-    if "llvm_archive" in (main / "recipe" / "recipe.yaml").read_text():
-        pytest.skip(
-            "main has the archive route already: test_unset_keys_leave_every_name_as_the_recipe_... holds"
-        )
-    assert _names(main, build=build) == _names(ROOT, build=build)
 
 
 def test_set_keys_give_flagtree_llvm_a_name_of_its_own(tmp_path):
@@ -249,7 +240,7 @@ def _conda_build_names(tmp_path: Path, recipe_dir: Path, *extra: Path) -> dict[s
 
 
 @pytest.mark.conda_build
-def test_conda_build_names_unset_as_on_main_set_of_their_own(tmp_path):
+def test_conda_build_names_unset_as_without_the_route_set_of_their_own(tmp_path):
     unset = _conda_build_names(tmp_path / "unset", ROOT / "recipe")
     archive = _conda_build_names(tmp_path / "set", ROOT / "recipe", _archive_variants(tmp_path / "a.yaml"))
     other = tmp_path / "other.yaml"
@@ -265,17 +256,10 @@ def test_conda_build_names_unset_as_on_main_set_of_their_own(tmp_path):
     for key, name in unset.items():
         assert (archive[key] != name) is (not name.startswith("flagtree-doctor-")), (key, name, archive[key])
         assert (another[key] != archive[key]) is (not name.startswith("flagtree-doctor-")), key
-    git = shutil.which("git")
-    main = git and subprocess.run(
-        [git, "rev-parse", "--verify", "-q", "main"], cwd=ROOT, capture_output=True, check=False
-    )
-    if main and main.returncode == 0:
-        tree = subprocess.run(
-            [git, "archive", "main", "recipe", "conda_build_config.yaml"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        )
-        (tmp_path / "main").mkdir()
-        subprocess.run(["tar", "-x", "-C", str(tmp_path / "main")], input=tree.stdout, check=True)
-        assert _conda_build_names(tmp_path / "main-names", tmp_path / "main" / "recipe") == unset
+    # Unset, every name is the one of meta.yaml without the route (its hashes are untouched by it).
+    # (conda-build reads the whole recipe folder, and the root's variant file beside it.)
+    without = tmp_path / "without"
+    shutil.copytree(ROOT / "recipe", without / "recipe")
+    shutil.copy2(ROOT / "conda_build_config.yaml", without / "conda_build_config.yaml")
+    _without_the_route(without / "recipe", "meta.yaml", _ROUTE_IN_META_YAML)
+    assert _conda_build_names(tmp_path / "without-names", without / "recipe") == unset
