@@ -335,6 +335,30 @@ def test_mutation_a_flagtree_cpu_patch_that_does_not_apply(rehearsal, tmp_path, 
     _expect(failure, "does not apply", "patches/flagtree-cpu/0001-Check-the-CPU-before-runtime.py-loads")
 
 
+def test_a_failed_flagtree_cpu_keeps_llvm_and_the_rerun_builds_only_flagtree_cpu(
+    rehearsal: Rehearsal, tmp_path: Path
+) -> None:
+    """The whole plan in one run (LLVM first): flagtree-cpu's script fails, LLVM and the doctor stay in the
+    channel folder and its index; after the fix the same command builds flagtree-cpu alone (issue 16)."""
+    broken = copy_recipe(tmp_path / "broken")
+    _replace(broken / "recipe" / "build-flagtree.sh", "set -euo pipefail\n", "set -euo pipefail\nexit 3\n")
+    channel = tmp_path / "channel"
+    with pytest.raises(FeedstockError, match="building flagtree-cpu"):
+        build(broken, rehearsal.variant_file, channel, rehearsal.stub_channel, names=OUTPUTS, test=False)
+    llvm, doctor = _package(channel, "flagtree-llvm"), _package(channel, "flagtree-doctor")
+    assert not list(channel.glob("*/flagtree-cpu-*")), "the failed package left a file"
+    indexed = {name for repodata in channel.glob("*/repodata.json")
+               for name in yaml.safe_load(repodata.read_text())["packages.conda"]}  # fmt: skip
+    assert indexed == {llvm.name, doctor.name}
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (llvm, doctor)}
+
+    built = build(ROOT, rehearsal.variant_file, channel, rehearsal.stub_channel, names=OUTPUTS, test=False)
+    assert [p.name.rsplit("-", 2)[0] for p in built] == ["flagtree-cpu"]
+    assert {
+        p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (llvm, doctor)
+    } == before  # reused as they were
+
+
 def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
     """Without FLAGTREE_SRC the stand-in tree is the patches' pre-images: each applies with git, no offset."""
     git = require_executable("git", "git")
