@@ -25,6 +25,7 @@ DATA = Path(__file__).parent / "data" / "doctor"
 CIX = DATA / "cix-p1-orion-o6"
 HOOK = Path(__file__).parent / "interrupt_hook"
 BIN = Path(sys.executable).parent
+HELD = 2.0  # seconds an operation pauses while Ctrl-C is held back (the test's SIGINT lands in them)
 
 
 def _script(name: str) -> str:
@@ -47,7 +48,11 @@ def start(
     ready.unlink(missing_ok=True)
     full_env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(str(p) for p in (HOOK, *pythonpath)),
+        # The hook first; what PYTHONPATH held stays after it (mutations/run.py puts its copy's code there).
+        "PYTHONPATH": os.pathsep.join(
+            [str(p) for p in (HOOK, *pythonpath)]
+            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
         "FLAGTREE_TEST_PAUSE": pause,
         "FLAGTREE_TEST_READY": str(ready),
         "FLAGTREE_TEST_PAUSE_SECONDS": str(seconds),
@@ -146,7 +151,9 @@ def test_an_interrupt_while_apply_writes_lands_the_whole_set(
     then the line."""
     prefix = conda_env(tmp_path / "env")
     argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
-    process = start(argv, moment, tmp_path, seconds=0.5, env={"CONDA_PREFIX": str(prefix)})
+    # Ctrl-C is held back for the whole pause, so it must be long enough for the SIGINT to land inside it on
+    # a loaded machine (0.5 s was not, beside the mutation runner).
+    process = start(argv, moment, tmp_path, seconds=HELD, env={"CONDA_PREFIX": str(prefix)})
     assert_interrupted("flagtree-doctor", interrupt(process))
     assert tree(prefix) == applied
 
@@ -157,7 +164,7 @@ def test_an_interrupted_undo_removes_all_or_nothing(tmp_path: Path, applied: dic
     argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
     assert subprocess.run(argv, env={**os.environ, **env}, capture_output=True, check=False).returncode == 0
     assert tree(prefix) == applied
-    process = start([*argv, "--undo"], "os.remove:", tmp_path, seconds=0.5, env=env)
+    process = start([*argv, "--undo"], "os.remove:", tmp_path, seconds=HELD, env=env)
     assert_interrupted("flagtree-doctor", interrupt(process))
     assert tree(prefix) == {"conda-meta": "/"}
 
