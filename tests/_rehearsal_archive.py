@@ -31,6 +31,14 @@ LEFT_OUT = (
     "python_packages/mlir_core/mlir/__init__.py",
 )
 TARGET_LISTS = {"Targets.def": "LLVM_TARGET", "AsmPrinters.def": "LLVM_ASM_PRINTER"}
+# The glibc the stand-in archive's programs need (Debian's cross gcc links __libc_start_main@GLIBC_2.34): a
+# variant building from it raises c_stdlib_version to it.
+ARCHIVE_GLIBC = "2.34"
+
+
+def archive_top(llvm_commit: str) -> str:
+    """The archive's top folder, as Triton names it."""
+    return f"llvm-{llvm_commit[:8]}-ubuntu-arm64"
 
 
 def target_list(kind: str, targets: tuple[str, ...]) -> str:

@@ -11,9 +11,10 @@ recipe's build requirements name, with conda-forge's names, versions and run_exp
   ``CC_FOR_BUILD``/``CXX_FOR_BUILD``, which they also carry here (``x86_64-conda-linux-gnu-*``: this machine's
   gcc; conda-forge's come from gcc_impl_linux-64 and gxx_impl_linux-64), ``CONDA_BUILD_CROSS_COMPILATION`` and
   the target system in ``CMAKE_ARGS``;
-- ``sysroot_linux-aarch64`` (noarch on conda-forge, linux-64 here): the compiler wrapper's ``--sysroot``, and
-  for qemu-user (build-flagtree.sh's default ``QEMU_LD_PREFIX``) the target's loader and libc, linked to
-  Debian's aarch64 cross glibc (2.36, not conda-forge's 2.17);
+- ``sysroot_linux-aarch64`` 2.17 and 2.34 (noarch on conda-forge, linux-64 here): the compiler wrapper's
+  ``--sysroot``, and for qemu-user (build-flagtree.sh's default ``QEMU_LD_PREFIX``) the target's loader and
+  libc, linked to Debian's aarch64 cross glibc (2.36, not conda-forge's 2.17 or 2.34), so either runs the LLVM
+  archive's programs, which need 2.34: that a 2.17 sysroot would not is the toolkit's glibc check's to show;
 - ``cross-python_linux-aarch64``: tests/rehearsal/cross/activate-cross-python.sh, which says what it stands in
   for; it depends on the build python and exports the host python's pin, as conda-forge's does (not on crossenv,
   rsync, sed and gxx_impl_linux-aarch64, which the stand-in does not use);
@@ -50,6 +51,8 @@ BUILD_TRIPLE = "x86_64-conda-linux-gnu"
 # Debian's aarch64 cross glibc (libc6-arm64-cross): what the stub sysroot links for qemu-user.
 DEBIAN_AARCH64_LIBS = Path("/usr/aarch64-linux-gnu/lib")
 QEMU_RUNTIME = ("ld-linux-aarch64.so.1", "libc.so.6")
+# The sysroots (glibc versions) a variant can ask for: the default and the LLVM archive's floor.
+SYSROOT_GLIBCS = ("2.17", "2.34")
 # conda-forge's cross-python_<target> build string is "<build number>_<python implementation>".
 CROSS_PYTHON_BUILD = "0_cpython"
 ACTIVATE = "etc/conda/activate.d"
@@ -149,12 +152,17 @@ def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Pat
                 f"bin/{BUILD_TRIPLE}-g++",
             ),
         ),
-        Stub(
-            name="sysroot_linux-aarch64",
-            version="2.17",
-            strong=["__glibc >=2.17,<3.0.a0"],
-            files={f"{sysroot}/README": readme},
-            symlinks={f"{sysroot}/lib/{name}": str(DEBIAN_AARCH64_LIBS / name) for name in QEMU_RUNTIME},
+        # 2.17, conda-forge's default, and 2.34, which a variant raises c_stdlib_version to for the LLVM
+        # archive's programs (as the native stub channel has both): each with its glibc's strong run export.
+        *(
+            Stub(
+                name="sysroot_linux-aarch64",
+                version=glibc,
+                strong=[f"__glibc >={glibc},<3.0.a0"],
+                files={f"{sysroot}/README": readme},
+                symlinks={f"{sysroot}/lib/{name}": str(DEBIAN_AARCH64_LIBS / name) for name in QEMU_RUNTIME},
+            )
+            for glibc in SYSROOT_GLIBCS
         ),
         Stub(
             name="cmake",

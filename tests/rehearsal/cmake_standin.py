@@ -31,7 +31,7 @@ build's own compiler: real aarch64 ELF files (one object, made of tests/rehearsa
   through ``CMAKE_CROSSCOMPILING_EMULATOR`` (directly without one), as MLIR's tablegen rules do. A program for
   the wrong machine fails as it does here, where no qemu is registered with binfmt_misc: "Exec format
   error". When ``share/cmake-standin/record`` names a file, each such run is appended to it (tool, path,
-  ELF machine, how it ran) for the tests to read.
+  ELF machine, sha256, how it ran) for the tests to read.
 
 What it cannot show: whether upstream's C++ compiles with this compiler, which libraries a real LLVM build
 makes and links (its graph is a small subset, with simplified links), whether the LLVM/MLIR libraries
@@ -43,6 +43,7 @@ given, and a machine where qemu is registered with binfmt_misc, which runs an aa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -236,8 +237,9 @@ def run_program(argv: list[str], program: Path, *, via: str, project: str) -> No
     """Run a program the build runs (a tool, a helper), record it, and fail as the build would."""
     if RECORD.is_file():
         entry = {"project": project, "tool": program.name, "path": str(program), "via": via}
+        digest = hashlib.sha256(program.read_bytes()).hexdigest() if program.is_file() else None
         with Path(RECORD.read_text().strip()).open("a") as record:
-            record.write(json.dumps({**entry, "machine": elf_machine(program)}) + "\n")
+            record.write(json.dumps({**entry, "machine": elf_machine(program), "sha256": digest}) + "\n")
     print("+ " + shlex.join(argv), file=sys.stderr)
     try:
         done = subprocess.run(argv, check=False, capture_output=True)
