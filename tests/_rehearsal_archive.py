@@ -18,7 +18,10 @@ import shutil
 import tarfile
 from pathlib import Path
 
+import yaml
 from rattler.package_streaming import extract
+
+from flagtree_feedstock import llvm_archive
 
 # What Triton's archive has that flagtree-llvm leaves out (llvm_archive_install.py).
 LEFT_OUT = (
@@ -34,6 +37,7 @@ TARGET_LISTS = {"Targets.def": "LLVM_TARGET", "AsmPrinters.def": "LLVM_ASM_PRINT
 # The glibc the stand-in archive's programs need (Debian's cross gcc links __libc_start_main@GLIBC_2.34): a
 # variant building from it raises c_stdlib_version to it.
 ARCHIVE_GLIBC = "2.34"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def archive_top(llvm_commit: str) -> str:
@@ -70,3 +74,26 @@ def standin_archive(llvm_package: Path, destination: Path, *, top: str, program:
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tree, arcname=top)
     return archive
+
+
+def archive_variants(archive: Path, base: Path, folder: Path) -> tuple[llvm_archive.LlvmArchive, Path]:
+    """The toolkit's checks of ``archive`` (as ``--llvm-archive`` runs them), then ``folder/variants.yaml``:
+    ``base``'s variants with the route's keys set and ``c_stdlib_version`` raised to the archive's glibc."""
+    found = llvm_archive.from_options(
+        str(archive),
+        None,
+        env={"XDG_CACHE_HOME": str(folder / "cache")},
+        fetch=True,
+        recipe_dir=ROOT / "recipe",
+    )
+    assert found is not None and found.inspection is not None
+    assert found.inspection.glibc == f"GLIBC_{ARCHIVE_GLIBC}"
+    variants = yaml.safe_load(base.read_text())
+    variants |= {
+        "c_stdlib_version": [ARCHIVE_GLIBC],
+        "llvm_archive_url": [found.url],
+        "llvm_archive_sha256": [found.sha256],
+    }
+    variant_file = folder / "variants.yaml"
+    variant_file.write_text(yaml.safe_dump(variants, sort_keys=False))
+    return found, variant_file

@@ -435,24 +435,13 @@ def _archive_top() -> str:
 def archive_rehearsal(tmp_path_factory: pytest.TempPathFactory, rehearsal: Rehearsal) -> ArchiveRehearsal:
     """The stand-in archive through the toolkit's own checks (what --llvm-archive runs), then the recipe's
     archive route built with c_stdlib_version raised to what the archive needs; flagtree-doctor is reused."""
-    from _rehearsal_archive import standin_archive  # noqa: PLC0415
+    from _rehearsal_archive import archive_variants, standin_archive  # noqa: PLC0415
     from flagtree_feedstock import llvm_archive  # noqa: PLC0415
     from flagtree_feedstock.render import render  # noqa: PLC0415
 
     folder = tmp_path_factory.mktemp("archive-rehearsal")
     archive = standin_archive(_package(rehearsal.channel, "flagtree-llvm"), folder, top=_archive_top())
-    env = {"XDG_CACHE_HOME": str(folder / "cache")}
-    found = llvm_archive.from_options(str(archive), None, env=env, fetch=True, recipe_dir=ROOT / "recipe")
-    assert found is not None and found.inspection is not None
-    assert found.inspection.glibc == f"GLIBC_{ARCHIVE_GLIBC}"
-    variants = yaml.safe_load(rehearsal.variant_file.read_text())
-    variants |= {
-        "c_stdlib_version": [ARCHIVE_GLIBC],
-        "llvm_archive_url": [found.url],
-        "llvm_archive_sha256": [found.sha256],
-    }
-    variant_file = folder / "variants.yaml"
-    variant_file.write_text(yaml.safe_dump(variants, sort_keys=False))
+    found, variant_file = archive_variants(archive, rehearsal.variant_file, folder)
     outputs = render(ROOT / "recipe" / "recipe.yaml", (variant_file,), target=TARGET, build=TARGET)
     llvm_archive.check_rendered(found, outputs)
     channel = folder / "channel"

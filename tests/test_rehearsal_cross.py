@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from rattler.package_streaming import extract
 
 from _rehearsal import build, build_requirement_names, copy_recipe, write_variants
-from _rehearsal_archive import ARCHIVE_GLIBC, archive_top, standin_archive
+from _rehearsal_archive import ARCHIVE_GLIBC, archive_top, archive_variants, standin_archive
 from _rehearsal_channel import PY_TAG, SITE, TARGET, stub_names
 from _rehearsal_cross_channel import BUILD_PLATFORM, DEBIAN_AARCH64_LIBS, build_cross_channel
 from _rehearsal_fixtures import variant_value
@@ -261,18 +260,7 @@ def cross_archive_rehearsal(
         top=archive_top(str(variant_value(ROOT, "llvm_commit"))),
         program=tablegen,
     )
-    env = {"XDG_CACHE_HOME": str(folder / "cache")}
-    found = llvm_archive.from_options(str(archive), None, env=env, fetch=True, recipe_dir=ROOT / "recipe")
-    assert found is not None and found.inspection is not None
-    assert found.inspection.glibc == f"GLIBC_{ARCHIVE_GLIBC}"
-    variants = yaml.safe_load(cross_rehearsal.variant_file.read_text())
-    variants |= {
-        "c_stdlib_version": [ARCHIVE_GLIBC],
-        "llvm_archive_url": [found.url],
-        "llvm_archive_sha256": [found.sha256],
-    }
-    variant_file = folder / "variants.yaml"
-    variant_file.write_text(yaml.safe_dump(variants, sort_keys=False))
+    found, variant_file = archive_variants(archive, cross_rehearsal.variant_file, folder)
     recipe = ROOT / "recipe" / "recipe.yaml"
     llvm_archive.check_rendered(found, render(recipe, (variant_file,), target=TARGET, build=BUILD_PLATFORM))
     channel = folder / "channel"
