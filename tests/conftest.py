@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,13 @@ import pytest
 # session fixtures come from there too, made once for all its modules.
 from _rehearsal_fixtures import DEAD_PROXY, offline_session, sources, stub_channel  # noqa: F401
 from _toy import make_empty_channel
+
+# A test run started in the background of a non-interactive shell (`pytest &`, a script's `nohup ... &`)
+# inherits SIGINT ignored, and so would every command the tests start: the Ctrl-C tests would then see none
+# arrive. A user's Ctrl-C comes from a terminal, where it is not ignored; a handler, unlike SIG_IGN, is reset
+# to the default in the commands the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
