@@ -8,12 +8,12 @@ that meets a file it cannot read fails with that reason rather than stopping the
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from . import cmake_scan, cpu_api
+from . import cmake_scan, cpu_api, variants
 from ._git import GitTree
 from .patching import PatchOutcome, apply_series, recipe_series
 
@@ -182,22 +182,10 @@ def recipe_host(recipe: Path, output: str = "flagtree-cpu") -> tuple[set[str], b
     for entry in data.get("outputs", []):
         if entry.get("package", {}).get("name") == output:
             requirements = entry.get("requirements", {})
-            build = list(_strings(requirements.get("build")))
-            host = {s.split()[0] for s in _strings(requirements.get("host")) if "${{" not in s.split()[0]}
+            build = list(variants.requirement_strings(requirements.get("build")))
+            host = set(variants.requirement_names(requirements.get("host")))
             return host, any("stdlib('c')" in s or 'stdlib("c")' in s for s in build)
     return set(), False
-
-
-def _strings(entries: object) -> Iterator[str]:
-    """The requirement strings of a list, through `if:`/`then:`/`else:`."""
-    if isinstance(entries, dict):
-        for branch in ("then", "else"):
-            yield from _strings(entries.get(branch))
-    elif isinstance(entries, list):
-        for entry in entries:
-            yield from _strings(entry)
-    elif isinstance(entries, str) and entries.strip():
-        yield entries.strip()
 
 
 def _plain_libraries(upstream: Upstream) -> Check:

@@ -190,7 +190,7 @@ def _v1_names(text: str, jinja2: Any) -> tuple[set[str], set[str]]:  # noqa: ANN
                     for item in value if isinstance(value, list) else [value]:
                         expression(item)
                 if key == "requirements" and child_key in ("build", "host"):
-                    requirements.update(_requirement_names(value))
+                    requirements.update(requirement_names(value))
                 walk(value, child_key)
         elif isinstance(node, list):
             for item in node:
@@ -203,16 +203,24 @@ def _v1_names(text: str, jinja2: Any) -> tuple[set[str], set[str]]:  # noqa: ANN
     return names - set(context if isinstance(context, dict) else ()), requirements
 
 
-def _requirement_names(entries: object) -> Iterator[str]:
-    """Package names of a requirement list, through `if:`/`then:`/`else:`; templated entries are skipped."""
+def requirement_strings(entries: object) -> Iterator[str]:
+    """The requirement strings of a recipe.yaml list, through `if:`/`then:`/`else:`."""
     if isinstance(entries, dict):
         for branch in ("then", "else"):
-            yield from _requirement_names(entries.get(branch))
+            yield from requirement_strings(entries.get(branch))
     elif isinstance(entries, list):
         for entry in entries:
-            yield from _requirement_names(entry)
-    elif isinstance(entries, str) and entries.strip() and "${{" not in entries.split()[0]:
-        yield entries.split()[0]
+            yield from requirement_strings(entry)
+    elif isinstance(entries, str) and entries.strip():
+        yield entries.strip()
+
+
+def requirement_names(entries: object) -> Iterator[str]:
+    """Package names of a requirement list, through `if:`/`then:`/`else:`; templated entries are skipped."""
+    for entry in requirement_strings(entries):
+        name = entry.split()[0]
+        if "${{" not in name:
+            yield name
 
 
 @dataclass(frozen=True, kw_only=True)
