@@ -80,13 +80,27 @@ def _compile(output: Path, *args: str, cc: str) -> Path:
     return output
 
 
-def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
+@dataclass(frozen=True, kw_only=True)
+class StubFiles:
+    """What the native and the cross stub channels both package, made once per channel in ``work``."""
+
+    wrapper: str  # compiler-wrapper.sh around the aarch64 gcc
+    activate_gcc: str  # activate-gcc.sh with the aarch64 binutils filled in
+    stdcxxfs: Path  # an aarch64 libstdc++fs.a
+    libz: Path  # libz.so.1.3.1 built with ``libz_cc``
+    interpreter: Path  # this machine's python, the stub python's
+    pyvenv: Path
+    readme: Path
+    cmake_py: Path  # the stand-in cmake, run by ``interpreter``
+
+
+def stub_files(work: Path, cc: str, *, libz_cc: str, readme: str) -> StubFiles:
+    """The shared stub files: ``cc`` is Debian's aarch64 gcc, ``libz_cc`` the compiler of zlib's platform."""
     binutils = {
         tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")
     }
     missing_tools = sorted(tool for tool, path in binutils.items() if path is None)
     assert not missing_tools, f"binutils-aarch64-linux-gnu lacks {missing_tools}"
-    wrapper = (STANDINS / "compiler-wrapper.sh").read_text().replace("@REAL_CC@", cc)
     activate_gcc = (STANDINS / "activate-gcc.sh").read_text()
     for tool, path in binutils.items():
         activate_gcc = activate_gcc.replace(f"@REAL_{tool.upper()}@", str(path))
@@ -100,19 +114,38 @@ def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
         "-fPIC",
         "-Wl,-soname,libz.so.1",
         str(STANDINS / "libz.c"),
-        cc=cc,
+        cc=libz_cc,
     )
     interpreter = Path(sys._base_executable).resolve()
     pyvenv = work / "pyvenv.cfg"
     pyvenv.write_text(
         f"home = {interpreter.parent}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n"
     )
-    readme = work / "README"
-    readme.write_text(
-        "A stub package of the flagtree-feedstock rehearsal tests (tests/_rehearsal_channel.py).\n"
-    )
+    readme_file = work / "README"
+    readme_file.write_text(readme)
     cmake_py = work / "cmake"
     cmake_py.write_text(f"#!{interpreter}\n" + (STANDINS / "cmake_standin.py").read_text())
+    return StubFiles(
+        wrapper=(STANDINS / "compiler-wrapper.sh").read_text().replace("@REAL_CC@", cc),
+        activate_gcc=activate_gcc,
+        stdcxxfs=stdcxxfs,
+        libz=libz,
+        interpreter=interpreter,
+        pyvenv=pyvenv,
+        readme=readme_file,
+        cmake_py=cmake_py,
+    )
+
+
+def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
+    shared = stub_files(
+        work,
+        cc,
+        libz_cc=cc,
+        readme="A stub package of the flagtree-feedstock rehearsal tests (tests/_rehearsal_channel.py).\n",
+    )
+    wrapper, activate_gcc, stdcxxfs, libz = shared.wrapper, shared.activate_gcc, shared.stdcxxfs, shared.libz
+    interpreter, pyvenv, readme, cmake_py = shared.interpreter, shared.pyvenv, shared.readme, shared.cmake_py
     ccache = work / "ccache"
     ccache.write_text(
         "#!/bin/sh\n# Stand-in ccache of the rehearsal's stub channel: runs the command it is given, caches nothing;"

@@ -27,9 +27,6 @@ recipe's build requirements name, with conda-forge's names, versions and run_exp
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from _rehearsal_channel import (
@@ -40,9 +37,9 @@ from _rehearsal_channel import (
     STANDINS,
     TRIPLE,
     Stub,
-    _compile,
     _pure_python,
     build_stub_channel,
+    stub_files,
 )
 
 CROSS_STANDINS = STANDINS / "cross"
@@ -58,45 +55,16 @@ CROSS_PYTHON_BUILD = "0_cpython"
 ACTIVATE = "etc/conda/activate.d"
 
 
-def _binutils() -> dict[str, str]:
-    found = {
-        tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")
-    }
-    missing = sorted(tool for tool, path in found.items() if path is None)
-    assert not missing, f"binutils-aarch64-linux-gnu lacks {missing}"
-    return {tool: str(path) for tool, path in found.items()}
-
-
 def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Path) -> list[Stub]:
-    binutils = _binutils()
-    wrapper = (STANDINS / "compiler-wrapper.sh").read_text().replace("@REAL_CC@", cc)
+    shared = stub_files(
+        work,
+        cc,
+        libz_cc=build_cc,
+        readme="A stub package of the flagtree-feedstock cross rehearsal (tests/_rehearsal_cross_channel.py).\n",
+    )
+    wrapper, activate_gcc, stdcxxfs, libz = shared.wrapper, shared.activate_gcc, shared.stdcxxfs, shared.libz
+    interpreter, pyvenv, readme, cmake_py = shared.interpreter, shared.pyvenv, shared.readme, shared.cmake_py
     build_wrapper = (CROSS_STANDINS / "build-compiler-wrapper.sh").read_text().replace("@REAL_CC@", build_cc)
-    activate_gcc = (STANDINS / "activate-gcc.sh").read_text()
-    for tool, path in binutils.items():
-        activate_gcc = activate_gcc.replace(f"@REAL_{tool.upper()}@", path)
-    objects = work / "objects"
-    standin_o = _compile(objects / "standin.o", "-fPIC", "-c", str(STANDINS / "standin.c"), cc=cc)
-    stdcxxfs = objects / "libstdc++fs.a"
-    subprocess.run([binutils["ar"], "rcs", str(stdcxxfs), str(standin_o)], check=True)
-    libz = _compile(
-        objects / "libz.so.1.3.1",
-        "-shared",
-        "-fPIC",
-        "-Wl,-soname,libz.so.1",
-        str(STANDINS / "libz.c"),
-        cc=build_cc,
-    )
-    interpreter = Path(sys._base_executable).resolve()
-    pyvenv = work / "pyvenv.cfg"
-    pyvenv.write_text(
-        f"home = {interpreter.parent}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n"
-    )
-    readme = work / "README"
-    readme.write_text(
-        "A stub package of the flagtree-feedstock cross rehearsal (tests/_rehearsal_cross_channel.py).\n"
-    )
-    cmake_py = work / "cmake"
-    cmake_py.write_text(f"#!{interpreter}\n" + (STANDINS / "cmake_standin.py").read_text())
     record_name = work / "record"
     record_name.write_text(f"{record}\n")
     ccache = work / "ccache"
