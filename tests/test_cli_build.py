@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from _toy import RECIPES, build_args, native_args
+from _toy import RECIPES, build_args, error_line, leftovers, native_args
 from flagtree_feedstock import _engine
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ToolMissingError
@@ -19,19 +19,6 @@ from flagtree_feedstock.variants import variant_files
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = RECIPES / "toy-multi"
-
-
-def _error_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
-    assert len(lines) == 1, stderr
-    return lines[0]
-
-
-def _leftovers(out: Path) -> list[str]:
-    """Anything in the channel folder, and any staging folder left beside it."""
-    inside = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
-    staging = sorted(p.name for p in out.parent.glob(f".{out.name}-staging-*"))
-    return inside + staging
 
 
 def _table_rows(text: str) -> list[list[list[str]]]:
@@ -100,9 +87,9 @@ def test_python_and_output_choices_are_checked_before_anything_else(
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, *mode, *options)) == 2
     captured = capsys.readouterr()
-    assert _error_line(captured.err) == f"flagtree-feedstock: error: {message}"
+    assert error_line(captured.err) == f"flagtree-feedstock: error: {message}"
     assert captured.out == ""
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_render_only_shows_only_the_python_asked_for(
@@ -154,8 +141,8 @@ def test_options_that_cannot_work_are_named_before_the_host_check(
     monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, *options)) == 2
-    assert _error_line(capsys.readouterr().err) == f"flagtree-feedstock: error: {message}"
-    assert _leftovers(out) == []
+    assert error_line(capsys.readouterr().err) == f"flagtree-feedstock: error: {message}"
+    assert leftovers(out) == []
 
 
 @pytest.mark.parametrize("recipe", ["toy", "real"])
@@ -231,7 +218,7 @@ def test_build_makes_the_shared_output_once_and_indexes_the_channel(
     assert (out / "noarch" / "repodata.json").is_file()
     stdout = capsys.readouterr().out
     assert f"conda install -c {out.as_uri()} -c conda-forge toy-llvm toy-py" in stdout
-    assert _leftovers(out) == sorted(
+    assert leftovers(out) == sorted(
         [
             "linux-64",
             "noarch",
@@ -286,17 +273,17 @@ def test_bad_variant_file_is_one_line_and_writes_nothing(
 ) -> None:
     out = tmp_path / "channel"
     assert main(build_args("bad-variants", out, "--render-only")) == 2
-    line = _error_line(capsys.readouterr().err)
+    line = error_line(capsys.readouterr().err)
     assert "bad-variants/conda_build_config.yaml is not a valid conda_build_config.yaml" in line
     assert line.endswith("(fix: correct the YAML (every key maps to a list of values))")
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_missing_variant_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = build_args("toy-multi", tmp_path / "channel", "--render-only")
     args[args.index("--variant-config") + 1] = str(tmp_path / "nope.yaml")
     assert main(args) == 2
-    assert _error_line(capsys.readouterr().err) == (
+    assert error_line(capsys.readouterr().err) == (
         f"flagtree-feedstock: error: variant file {tmp_path / 'nope.yaml'} does not exist "
         "(fix: pass --variant-config PATH to a conda_build_config.yaml)"
     )
@@ -304,7 +291,7 @@ def test_missing_variant_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_bad_recipe_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(build_args("bad-recipe", tmp_path / "channel", "--render-only")) == 2
-    assert "does not render for linux-aarch64: missing required field 'version'" in _error_line(
+    assert "does not render for linux-aarch64: missing required field 'version'" in error_line(
         capsys.readouterr().err
     )
 
@@ -314,10 +301,10 @@ def test_unfetchable_source_names_the_url_and_leaves_nothing(
 ) -> None:
     out = tmp_path / "channel"
     assert main(build_args("bad-source", out, *native_args(empty_channel))) == 6
-    line = _error_line(capsys.readouterr().err)
+    line = error_line(capsys.readouterr().err)
     assert "a source of toy-bad-source 1.0" in line
     assert "http://127.0.0.1:9/toy-bad-source-1.0.tar.gz" in line
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_patch_that_does_not_apply_is_named(
@@ -325,11 +312,11 @@ def test_patch_that_does_not_apply_is_named(
 ) -> None:
     out = tmp_path / "channel"
     assert main(build_args("bad-patch", out, *native_args(empty_channel))) == 8
-    line = _error_line(capsys.readouterr().err)
+    line = error_line(capsys.readouterr().err)
     assert "a patch of toy-bad-patch 1.0" in line
     assert "(drifted.patch)" in line
     assert "could not find context" in line
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_licence_file_the_script_moved_is_named(
@@ -337,10 +324,10 @@ def test_licence_file_the_script_moved_is_named(
 ) -> None:
     out = tmp_path / "channel"
     assert main(build_args("bad-licence", out, *native_args(empty_channel))) == 8
-    line = _error_line(capsys.readouterr().err)
+    line = error_line(capsys.readouterr().err)
     assert "building toy-bad-licence 1.0" in line
     assert "not in the work folder after the build script: sub/LICENSE.txt (fix: " in line
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_keep_build_keeps_the_failed_work_folder(
@@ -362,11 +349,11 @@ def test_host_that_cannot_build_the_target(
     monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, "--target-platform", "linux-aarch64")) == 5
-    assert _error_line(capsys.readouterr().err) == (
+    assert error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: this host is linux-64 and cannot build linux-aarch64 natively "
         "(fix: run on a linux-aarch64 machine, or pass --build-platform linux-64 for a cross build)"
     )
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_unindexed_local_channel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -376,8 +363,8 @@ def test_unindexed_local_channel(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert (
         main(build_args("toy-multi", out, "--target-platform", "linux-64", "--channel", bare.as_uri())) == 2
     )
-    assert f"channel {bare.as_uri()} is not an indexed channel folder" in _error_line(capsys.readouterr().err)
-    assert _leftovers(out) == []
+    assert f"channel {bare.as_uri()} is not an indexed channel folder" in error_line(capsys.readouterr().err)
+    assert leftovers(out) == []
 
 
 def test_missing_engine_says_what_to_install(
@@ -391,7 +378,7 @@ def test_missing_engine_says_what_to_install(
     monkeypatch.setattr(_engine, "require", missing)
     monkeypatch.setattr("flagtree_feedstock.render.require", missing)
     assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 4
-    assert _error_line(capsys.readouterr().err) == (
+    assert error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: py-rattler-build is not installed (fix: pip install 'flagtree-feedstock[build]')"
     )
 
@@ -420,11 +407,11 @@ def test_conda_build_tool_missing(
         "conda-build",
     ]
     assert main(args) == 4
-    assert _error_line(capsys.readouterr().err) == (
+    assert error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: conda-build is not on PATH "
         "(fix: conda install -n base conda-build, or use the default --tool rattler-build)"
     )
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 @pytest.mark.parametrize(
@@ -470,7 +457,7 @@ def test_python_variable_is_validated_like_the_option(
 ) -> None:
     monkeypatch.setenv("FLAGTREE_FEEDSTOCK_PYTHON", "3.9")
     assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 2
-    assert _error_line(capsys.readouterr().err) == (
+    assert error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: --python 3.9 is not in the variant file's python matrix "
         "(fix: choose from 3.10, 3.11, 3.12, 3.13)"
     )
@@ -486,7 +473,7 @@ def test_missing_recipe_names_the_option_that_exists(
     args = build_args("toy-multi", tmp_path / "channel", "--render-only")
     args[args.index("--recipe-dir") + 1] = str(tmp_path / "nope")
     assert main(args) == 2
-    assert _error_line(capsys.readouterr().err) == (
+    assert error_line(capsys.readouterr().err) == (
         f"flagtree-feedstock: error: recipe {tmp_path / 'nope' / 'recipe.yaml'} does not exist "
         "(fix: pass --recipe-dir DIR, the folder holding recipe.yaml)"
     )
