@@ -39,7 +39,7 @@ import yaml
 
 from _recipe_support import llvm_distribution
 from _rehearsal_sources import GIT_ENV, STANDINS, preimages, render_preimage
-from flagtree_feedstock.cmake_scan import FLAGTREE_CPU_RECORDS
+from flagtree_feedstock.bump.cmake_scan import FLAGTREE_CPU_RECORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHES = sorted((ROOT / "patches" / "flagtree").glob("*.patch"))

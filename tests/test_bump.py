@@ -33,10 +33,16 @@ from _bump_sources import (
 )
 from _rehearsal_sources import preimages, render_preimage
 from _tools import upstream_source
-from flagtree_feedstock import pins as pins_module
-from flagtree_feedstock.bump import derive_version
+from flagtree_feedstock.bump.patching import (
+    DirectoryTree,
+    apply_series,
+    parse_diff,
+    recipe_series,
+    regenerate,
+)
+from flagtree_feedstock.bump.run import derive_version
 from flagtree_feedstock.cli import main
-from flagtree_feedstock.patching import DirectoryTree, apply_series, parse_diff, recipe_series, regenerate
+from flagtree_feedstock.recipe import pins as pins_module
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANT = Path("recipe") / "conda_build_config.yaml"

@@ -14,8 +14,8 @@ from _toy import RECIPES, build_args, error_line, leftovers, native_args
 from flagtree_feedstock import _engine
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ToolMissingError
-from flagtree_feedstock.render import render
-from flagtree_feedstock.variants import variant_files
+from flagtree_feedstock.recipe.render import render
+from flagtree_feedstock.recipe.variants import variant_files
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = RECIPES / "toy-multi"
@@ -376,7 +376,7 @@ def test_missing_engine_says_what_to_install(
         )
 
     monkeypatch.setattr(_engine, "require", missing)
-    monkeypatch.setattr("flagtree_feedstock.render.require", missing)
+    monkeypatch.setattr("flagtree_feedstock.recipe.render.require", missing)
     assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 4
     assert error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: py-rattler-build is not installed (fix: pip install 'flagtree-feedstock[build]')"
@@ -434,11 +434,11 @@ def test_cross_builds_run_their_tests_only_under_an_emulator(
     emulator: str | None,
     strategy: str,
 ) -> None:
-    from flagtree_feedstock import build  # noqa: PLC0415
+    from flagtree_feedstock.build import run as build_run  # noqa: PLC0415
 
     seen = []
     monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
-    monkeypatch.setattr(build, "run_plan", lambda plan, settings, **_: seen.append(settings) or [])
+    monkeypatch.setattr(build_run, "run_plan", lambda plan, settings, **_: seen.append(settings) or [])
     if emulator:
         monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)
     else:

@@ -1,4 +1,4 @@
-"""flagtree_feedstock.patching: the recipe's order, and GNU patch's verdicts turned into outcomes, on trees
+"""flagtree_feedstock.bump.patching: the recipe's order, and GNU patch's verdicts turned into outcomes, on trees
 synthesized from the patches' pre-images (tests/_rehearsal_sources.py; no upstream file)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from _rehearsal_sources import preimages, render_preimage
 from _tools import require_executable
-from flagtree_feedstock.patching import DirectoryTree, apply_series, parse_diff, recipe_series
+from flagtree_feedstock.bump.patching import DirectoryTree, apply_series, parse_diff, recipe_series
 
 ROOT = Path(__file__).resolve().parents[1]
 SERIES = sorted((ROOT / "patches" / "flagtree").glob("*.patch"))

@@ -15,7 +15,7 @@ import yaml
 
 from _recipe_support import RECIPE_DIR, ROOT, SHARED, VARIANT_FILES, variants
 from flagtree_feedstock.cli import main
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 GLOBAL, OWN = VARIANT_FILES
 PINNING = SHARED / "data" / "conda-forge-pinning.yaml"

@@ -21,7 +21,7 @@ import yaml
 
 from _bump_sources import Standins, copy_feedstock, make_standins
 from _tools import require_executable
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

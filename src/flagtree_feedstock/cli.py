@@ -19,16 +19,16 @@ from rich.table import Table
 from . import __version__, llvm_archive
 from ._interrupts import EXIT_INTERRUPTED
 from ._progress import ConsoleHandler, EngineEvents, new_progress
-from .build import plan_builds, select_outputs
-from .bump_cli import add_bump_parser, run_bump
-from .channel import check_channels, package_files
+from .build.options import TOOLS, BuildOptions, from_cli
+from .build.output_dir import check_output_dir
+from .build.plan import BuildStep, plan_builds, select_outputs
+from .bump.cli import add_bump_parser, run_bump
+from .channel.folder import check_channels, package_files
 from .errors import ConfigurationError, FeedstockError, file_access_error
-from .options import TOOLS, BuildOptions, from_cli
-from .output_dir import check_output_dir
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
-from .render import PIN_KEYS, RenderedOutput
-from .sources import output_sources, source_lines
-from .variants import variant_files
+from .recipe.render import PIN_KEYS, RenderedOutput
+from .recipe.sources import output_sources, source_lines
+from .recipe.variants import variant_files
 
 PROG = "flagtree-feedstock"
 INSTALL_TARGET = "flagtree-cpu"
@@ -212,7 +212,7 @@ def _configure_logging(err: Console) -> None:
 
 
 def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
-    from .render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
+    from .recipe.render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
 
     # Every option, and the --python/--output choices against the rendered matrix, is checked before the
     # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
@@ -254,8 +254,8 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             variant_config=files,
         )
     else:
-        from .conda_build import CondaBuildRequest  # noqa: PLC0415
-        from .conda_build import build as conda_build  # noqa: PLC0415
+        from .build.conda_build import CondaBuildRequest  # noqa: PLC0415
+        from .build.conda_build import build as conda_build  # noqa: PLC0415
 
         published = conda_build(
             CondaBuildRequest(
@@ -327,7 +327,7 @@ def _build_rattler(
     emulated: bool = False,
     variant_config: tuple[Path, ...] = (),
 ) -> list[Path]:
-    from .build import BuildSettings, BuildStep, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
+    from .build.run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs)
     recipe = options.recipe_dir / "recipe.yaml"
@@ -434,8 +434,8 @@ def _print_rendered(
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:
-    from .channel import index_channel, smoke_install  # noqa: PLC0415
-    from .output_dir import output_lock  # noqa: PLC0415
+    from .build.output_dir import output_lock  # noqa: PLC0415
+    from .channel.folder import index_channel, smoke_install  # noqa: PLC0415
 
     if args.channel_command == "index":
         # A build may be writing into the folder: wait for it (a folder that is not there takes no lock file).
@@ -467,7 +467,7 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
 
 
 def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> int:
-    from .upload import UploadRequest, parse_server, upload_channel  # noqa: PLC0415
+    from .channel.upload import UploadRequest, parse_server, upload_channel  # noqa: PLC0415
 
     request = UploadRequest(
         channel_dir=args.channel_dir,

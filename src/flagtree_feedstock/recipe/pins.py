@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import ConfigurationError
+from flagtree_feedstock.errors import ConfigurationError
 
 # The feedstock's pins that a FlagTree bump moves, in the order the variant file lists them.
 BUMPED_KEYS = (

@@ -22,12 +22,13 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ._engine import require
+from flagtree_feedstock._engine import require
+from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.recipe.pins import change_pins, read_pins, write_atomically
+
 from ._git import GitTree
-from .bump_checks import Check, Upstream, run_checks, short
-from .errors import ConfigurationError
+from .checks import Check, Upstream, run_checks, short
 from .patching import PatchOutcome
-from .pins import change_pins, read_pins, write_atomically
 
 VARIANT_FILE = "conda_build_config.yaml"
 LLVM_HASH = "cmake/llvm-hash.txt"

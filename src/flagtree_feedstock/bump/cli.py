@@ -10,10 +10,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .bump import BumpReport, BumpRequest, bump
-from .bump_checks import short
-from .errors import UpstreamCheckError
-from .pins import write_atomically
+from flagtree_feedstock.errors import UpstreamCheckError
+from flagtree_feedstock.recipe.pins import write_atomically
+
+from .checks import short
+from .run import BumpReport, BumpRequest, bump
 
 BUMP_SCHEMA_VERSION = "1"
 _HASHED = ("_commit", "_sha256")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigurationError
+from flagtree_feedstock.errors import ConfigurationError
 
 VARIANT_FILE = "conda_build_config.yaml"
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from .errors import ConfigurationError
-from .platforms import DEFAULT_TARGET, PlatformName, parse_platform
+from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.platforms import DEFAULT_TARGET, PlatformName, parse_platform
 
 Tool = Literal["rattler-build", "conda-build", "boa"]
 TOOLS: frozenset[str] = frozenset(get_args(Tool))
@@ -32,7 +32,7 @@ class BuildOptions:
     test: bool = True
     keep_build: bool = False
     force: bool = False
-    # flagtree-llvm from Triton's prebuilt LLVM archive (a file, an unpacked folder or a URL): llvm_archive.py.
+    # flagtree-llvm from Triton's prebuilt LLVM archive (a file, an unpacked folder or a URL): llvm_archive/.
     llvm_archive: str | None = None
     llvm_archive_sha256: str | None = None
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from . import _subprocess
-from .errors import ConfigurationError
+from flagtree_feedstock import _subprocess
+from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.platforms import PlatformName
+
 from .output_dir import index_held, output_lock, publish_new, seed_staging, staging_dir
-from .platforms import PlatformName
 
 CondaTool = Literal["conda-build", "boa"]
 
