@@ -6,8 +6,9 @@
 - A run builds in a staging folder beside it (:func:`staging_dir`, same file system) that holds links to
   the packages the folder already has (:func:`seed_staging`), so the engine solves against them and skips
   them.
-- Each package the engine finishes is checked whole, put in place under its final name by a rename (it is
-  there whole or not at all) and indexed at once (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
+- Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
+  renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
+  (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
 - The engine's package cache is the folder's own (:func:`package_cache`), and a package about to be rebuilt
   is dropped from it first (:func:`evict`): py-rattler-build 0.73 tests a package it just built from the
   cache entry of the same file name when there is one (tests/README.md), so a rebuilt package would be
@@ -28,7 +29,14 @@ from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder
-from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, check_package, index_channel, package_files
+from flagtree_feedstock.channel.folder import (
+    PACKAGE_SUFFIXES,
+    DamagedPackage,
+    index_channel,
+    package_files,
+    package_stem,
+)
+from flagtree_feedstock.errors import BuildFailedError
 
 LOGGER = logging.getLogger(__name__)
 
@@ -150,8 +158,9 @@ def publish_new(
     """Put every package of ``staging/<subdir>/`` that is new into ``channel_dir``, then index it.
 
     New: not named in ``known`` (the names seeded or published before), or rebuilt under such a name (no
-    longer the channel's file, as conda-build does). Each file is checked whole first, then linked under a
-    temporary name in its subdir and renamed to its own: a reader sees the whole package or none. The names
+    longer the channel's file, as conda-build does). Each file is linked (or copied) under a temporary name
+    in its subdir, checked whole there (:func:`_link_into_place`) and only then renamed to its own: a reader
+    sees the whole package or none, and a damaged one never appears under its name. The names
     published are added to ``known``. ``subdirs`` are the target's and ``noarch`` (the engine moves a
     package whose tests failed to ``broken/``). A Ctrl-C meanwhile is held until the channel is indexed.
     """
@@ -166,7 +175,6 @@ def publish_new(
     published: list[Path] = []
     with deferred_interrupts():
         for package in new:
-            check_package(package)
             target = channel_dir / package.parent.name / package.name
             if target.exists():
                 if force:
@@ -178,7 +186,8 @@ def publish_new(
             _link_into_place(package, target)
             known.add(package.name)
             published.append(target)
-        index_channel(channel_dir, check=False)  # each package was checked above, the rest at the start
+        # Each package was checked as it went in (the others as the run started).
+        index_channel(channel_dir, check=False)
     for target in published:
         LOGGER.info("published %s", target)
     return published
@@ -192,6 +201,8 @@ def _unchanged(staged: Path, published: Path) -> bool:
 
 
 def _link_into_place(package: Path, target: Path) -> None:
+    """Put ``package`` in place as ``target``: under a temporary name beside it first, checked whole there (the
+    very file that is renamed, be it a link or a copy), then renamed; removed on any failure."""
     target.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(prefix=f".{package.name}.", suffix=".part", dir=target.parent)
     os.close(descriptor)
@@ -203,6 +214,14 @@ def _link_into_place(package: Path, target: Path) -> None:
         except OSError:
             shutil.copy2(package, scratch)
         scratch.chmod(0o644)  # the engine writes 0600 files; a channel is read by others
+        try:
+            package_stem(scratch, target.name)
+        except DamagedPackage as exc:
+            raise BuildFailedError(
+                f"{package.name}, just built, is damaged ({exc}): it was not put into {target.parent}",
+                fix=f"build again (what the channel folder holds is kept); if it happens again, check the disk "
+                f"that holds {target.parent}",
+            ) from None
         scratch.replace(target)
     except BaseException:
         scratch.unlink(missing_ok=True)
