@@ -3,9 +3,9 @@
 - It is checked before anything builds (:func:`check_output_dir`): a folder, or one that can be made, and
   writable, with its parent (the staging folder, the lock and the package cache live beside it).
 - One build writes into it at a time (:func:`output_lock`): a second build waits, saying so.
-- A run builds in a staging folder beside it (:func:`staging_dir`, same file system) that holds links to
-  the packages the folder already has (:func:`seed_staging`), so the engine solves against them and skips
-  them.
+- A run builds in a staging folder beside it (:func:`staging_dir`, same file system; above it when its path
+  has a blank: :func:`staging_parent`) that holds links to the packages the folder already has
+  (:func:`seed_staging`), so the engine solves against them and skips them.
 - Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
   renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
   (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
@@ -21,6 +21,7 @@ import fcntl
 import filecmp
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Collection, Iterator
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
-from flagtree_feedstock._paths import check_folder
+from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock.channel.folder import (
     PACKAGE_SUFFIXES,
     DamagedPackage,
@@ -36,7 +37,7 @@ from flagtree_feedstock.channel.folder import (
     package_files,
     package_stem,
 )
-from flagtree_feedstock.errors import BuildFailedError
+from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
 
 LOGGER = logging.getLogger(__name__)
 
@@ -49,8 +50,37 @@ def _beside(channel_dir: Path, suffix: str) -> Path:
 
 def check_output_dir(path: Path) -> None:
     """``path`` is a folder (or can be made as one) this process can write in, and so is its parent (the
-    staging folder, the lock and the package cache go beside it). Nothing is created."""
+    staging folder, the lock and the package cache go beside it), and the staging folder's own parent when it
+    is another (:func:`staging_parent`). Nothing is created."""
     check_folder(path, option="--output-dir", beside=True)
+    parent = staging_parent(path)
+    # A staging parent that does not exist yet is made with the output folder's parents, checked above.
+    if parent != path.resolve().parent and parent.is_dir():
+        try:
+            probe_writable(parent)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"--output-dir {path}: its path has a blank, which conda's compiler flags cannot hold, so the "
+                f"build works in {parent}, where it cannot write: {exc.strerror or exc}",
+                fix=f"choose an --output-dir whose path has no space or tab, or make {parent} writable for you",
+            ) from None
+
+
+def staging_parent(channel_dir: Path) -> Path:
+    """The folder the staging folder is made in: the output folder's parent, or, when that path has a blank (a
+    space, a tab), its nearest ancestor whose path has none.
+
+    The engine builds under the staging folder (the work folder, the build and host prefixes), and
+    conda-forge's compiler activation writes those prefixes into CFLAGS, CPPFLAGS, LDFLAGS and CMAKE_ARGS
+    unquoted (``-isystem $PREFIX/include``): under ``.../My Projects/`` the compiler gets such a path in two
+    pieces and CMake's first test compile fails (ctng-compiler-activation-feedstock issue 188). conda-build's
+    answer is the same, a build root apart from the output (``--croot``). Other characters (Chinese, accents)
+    do no harm there, and the packages still land in the output folder itself.
+    """
+    parent = channel_dir.resolve().parent
+    while any(character.isspace() for character in str(parent)):  # "/" has none
+        parent = parent.parent
+    return parent
 
 
 @contextmanager
@@ -84,14 +114,20 @@ def output_lock(channel_dir: Path) -> Iterator[None]:
 
 @contextmanager
 def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator[Path]:
-    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename).
+    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename), or above it when
+    its path has a blank (:func:`staging_parent`); its name has none either.
 
     It is removed, except after a failure (not an interrupt) when ``keep_on_failure`` asks to keep the
     engine's work folders in it for inspection (``--keep-build``); its path is then logged.
     """
     resolved = channel_dir.resolve()
     resolved.parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=f".{resolved.name}-staging-", dir=resolved.parent))
+    parent = staging_parent(channel_dir)
+    name = re.sub(r"\s", "_", resolved.name)  # no blank in the engine's paths (staging_parent says why)
+    path = Path(tempfile.mkdtemp(prefix=f".{name}-staging-", dir=parent))
+    if parent != resolved.parent:
+        LOGGER.info("building in %s: the path of %s has a blank, which conda's compiler flags cannot hold", path,
+                    channel_dir)  # fmt: skip
     try:
         yield path
     except Exception:
