@@ -226,29 +226,35 @@ def test_py_rattlers_indexer_does_not_follow_a_linked_subdir_or_package(
     assert json.loads((one / "linux-64" / "repodata.json").read_text())["packages.conda"] == {}
 
 
-def _linked_subdir(channels: dict[str, Path], tmp_path: Path) -> tuple[Path, Path]:
-    """A channel folder whose linux-64 is a symbolic link to a folder of packages elsewhere; (folder, link)."""
+def _linked_subdir(channels: dict[str, Path], tmp_path: Path, *, empty: bool = False) -> tuple[Path, Path]:
+    """A channel folder whose linux-64 is a symbolic link to a folder elsewhere, of packages or ``empty``;
+    (folder, link)."""
     target = shutil.copytree(channels[".conda"] / "linux-64", tmp_path / "disk two" / "linux-64")
-    (target / "repodata.json").unlink()
+    for file in target.iterdir() if empty else [target / "repodata.json"]:
+        file.unlink()
     folder = tmp_path / "folder"
     (folder / "noarch").mkdir(parents=True)
     (folder / "linux-64").symlink_to(target)
     return folder, folder / "linux-64"
 
 
-@pytest.mark.parametrize("command", ["channel index", "channel install", "build into it", "build -c it"])
+@pytest.mark.parametrize(
+    "command", ["channel index", "channel install", "build into it", "build into it, empty", "build -c it"]
+)
 def test_a_linked_subdir_is_refused_in_one_line_never_published_unindexed(
     channels: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str], command: str
 ) -> None:
-    folder, link = _linked_subdir(channels, tmp_path)
+    """Refused before anything is built, even when the linked subdir is empty (the build would publish there)."""
+    folder, link = _linked_subdir(channels, tmp_path, empty=command.endswith("empty"))
     out = tmp_path / "out"
+    into = build_args("toy-multi", folder, *native_args(channels[".conda"]), "--python", "3.11")
     argv = {
         "channel index": ["channel", "index", str(folder)],
         "channel install": ["channel", "install", str(folder), "toy-py", "--target-platform", "linux-64"],
-        "build into it": build_args("toy-multi", folder, "--target-platform", "linux-64", "--no-test",
-                                    "--python", "3.11", "--channel", channels[".conda"].as_uri()),
+        "build into it": into,
+        "build into it, empty": into,
         "build -c it": build_args("toy-multi", out, *native_args(folder), "--python", "3.12"),
-    }[command]  # fmt: skip
+    }[command]
     before = sorted(p.name for p in link.iterdir())
     assert main(argv) == 9
     captured = capfd.readouterr()

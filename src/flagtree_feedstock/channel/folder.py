@@ -48,19 +48,22 @@ _TARGET_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
 def package_files(channel_dir: Path) -> list[Path]:
     """The package files in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped).
 
-    A subdir or a package file that is a symbolic link is refused (:class:`ChannelError`, naming it): py-rattler's
-    indexer does not follow links (0.28 writes no ``repodata.json`` into a linked subdir and leaves a linked
-    package out of its subdir's, without a word), so its packages would be reported as published and never
-    be installable. Indexing them by other means would not make the folder whole either: the output folder's
-    lock covers the folder, not a subdir that another channel folder may link too.
+    A subdir (even an empty one, which a build would publish into) or a package file that is a symbolic link
+    is refused (:class:`ChannelError`, naming it): py-rattler's indexer does not follow links (0.28 writes no
+    ``repodata.json`` into a linked subdir and leaves a linked package out of its subdir's, without a word),
+    so its packages would be reported as published and never be installable. Indexing them by other means
+    would not make the folder whole either: the output folder's lock covers the folder, not a subdir that
+    another channel folder may link too.
     """
+    for subdir in sorted(channel_dir.iterdir()) if channel_dir.is_dir() else ():
+        if subdir.is_symlink() and subdir.is_dir():  # even an empty one: a build would publish into it
+            raise _linked(subdir)
     found = []
     for path in sorted(channel_dir.glob("*/*")):
         if not path.name.endswith(PACKAGE_SUFFIXES) or not path.is_file():
             continue
-        for link in (path.parent, path):
-            if link.is_symlink():
-                raise _linked(link)
+        if path.is_symlink():
+            raise _linked(path)
         found.append(path)
     return found
 
