@@ -11,8 +11,10 @@ import json
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import warnings
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -102,7 +104,20 @@ def test_a_package_linking_to_a_file_of_another_package_is_whole(
         assert len(list((out / "linux-64").glob("*.conda"))) == 2
 
 
-@pytest.mark.parametrize("how", ["truncated", "flipped", "its last bytes cut"])
+def _files_member(package: Path) -> tuple[int, int]:
+    """Where the compressed bytes of a .conda's pkg-*.tar.zst (the package's files) are: (start, size)."""
+    data = package.read_bytes()
+    with zipfile.ZipFile(package) as archive:
+        (info,) = [i for i in archive.infolist() if i.filename.startswith("pkg-")]
+    name_length, extra_length = struct.unpack_from("<HH", data, info.header_offset + 26)
+    return info.header_offset + 30 + name_length + extra_length, info.compress_size
+
+
+def _flip(data: bytes, start: int, length: int) -> bytes:
+    return data[:start] + bytes(b ^ 0xFF for b in data[start : start + length]) + data[start + length :]
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped", "its files flipped", "its last bytes cut"])
 @pytest.mark.parametrize("kind", [".conda", ".tar.bz2"])
 def test_a_damaged_package_with_a_link_is_still_caught(
     channels: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str], kind: str, how: str
@@ -110,11 +125,14 @@ def test_a_damaged_package_with_a_link_is_still_caught(
     folder = shutil.copytree(channels[kind], tmp_path / "folder")
     package = _link_package(folder, kind)
     data = package.read_bytes()
-    middle, flipped = len(data) // 2, bytes(b ^ 0xFF for b in data[len(data) // 2 : len(data) // 2 + 16])
+    middle = len(data) // 2
+    # In a .conda, the package's files are a member of their own, which the check reads only for its CRC.
+    start, size = _files_member(package) if kind == ".conda" else (middle - 8, 16)
     package.write_bytes(
         {
             "truncated": data[:middle],
-            "flipped": data[:middle] + flipped + data[middle + 16 :],
+            "flipped": _flip(data, middle, 16),
+            "its files flipped": _flip(data, start + size // 2 - 4, 8),
             # A download that stopped just short: the tar inside is whole, the bzip2 stream's end (and its
             # CRC) or the zip's central directory is not.
             "its last bytes cut": data[:-4],
