@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from flagtree_doctor.terminal import new_console, print_json
 
 from . import __version__, llvm_archive
 from ._interrupts import EXIT_INTERRUPTED
@@ -184,8 +185,8 @@ def main(  # noqa: PLR0911 - a return per command
         return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
-    out = console or Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    out = console or new_console()
+    err = new_console(stderr=True)
     _configure_logging(err)
     try:
         if args.command == "build":
@@ -398,7 +399,7 @@ def _print_rendered(
             "llvm_archive": archive.as_json() if archive is not None else None,
             "glibc_floor": llvm_archive.glibc_floor(outputs),
         }
-        out.print_json(json.dumps(document))
+        print_json(out, document)
         return
     plan = plan_builds(outputs)
     # Fits 80 columns (a pipe or a small terminal): names never wrap or shorten; the rest folds if it must.

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from flagtree_doctor.terminal import print_json
 from flagtree_feedstock.errors import UpstreamCheckError
 from flagtree_feedstock.recipe.pins import write_atomically
 
@@ -83,7 +83,7 @@ def run_bump(args: argparse.Namespace, out: Console) -> int:
     if args.summary is not None:
         write_atomically({args.summary: markdown(report)})
     if args.json:
-        out.print_json(json.dumps(document(report)))
+        print_json(out, document(report))
     else:
         _print(report, out)
     if report.failed:
