@@ -111,8 +111,8 @@ def archive(odd: Path) -> Path:
 @ENCODINGS
 def test_render_with_an_llvm_archive(archive: Path, odd: Path, tmp_path: Path, encoding: str) -> None:
     # Its programs need GLIBC_2.34 (built against Debian's glibc): the floor raised in a variant file.
-    variants = odd / "conda_build_config.yaml"
-    variants.write_text((ROOT / "conda_build_config.yaml").read_text().replace('"2.17"', '"2.34"'))
+    variants = odd / "glibc.yaml"
+    variants.write_text('c_stdlib_version:\n  - "2.34"\n')
     argv = [
         "flagtree-feedstock",
         "build",
@@ -127,7 +127,7 @@ def test_render_with_an_llvm_archive(archive: Path, odd: Path, tmp_path: Path, e
     assert status == 0
     escaped = str(archive).replace(ODD, ESCAPED[encoding])
     assert f"\n  {escaped}\n" in out  # under "flagtree-llvm: from Triton's LLVM archive ..."
-    assert f"variant_config: {str(variants).replace(ODD, ESCAPED[encoding])}" in err  # the options summary
+    assert f"variant_configs: {str(variants).replace(ODD, ESCAPED[encoding])}" in err  # the options summary
     status, out, err = run([*argv, "--json", "--llvm-archive", str(archive)], tmp_path, encoding=encoding)
     assert status == 0
     assert json.loads(out)["llvm_archive"]["origin"] == str(archive)

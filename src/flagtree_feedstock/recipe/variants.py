@@ -1,8 +1,10 @@
 """The variant files, checked before the engine renders anything.
 
-Two files are read, in this order, as conda-build and conda-smithy read them: the global one
-(``--variant-config``, the repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies)
-and the recipe folder's own ``conda_build_config.yaml`` (the feedstock's pins). Later files win.
+The files are read in this order, as conda-build reads them, later files winning: the root one (the
+repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies; ``--exclusive-config-file``
+names another in its place, as conda-build's ``-e`` does), the recipe folder's own ``conda_build_config.yaml``
+(the feedstock's pins), then each ``--variant-config`` file, added over them as conda-build's and
+rattler-build's ``-m`` add: a file holding only ``python`` or only a pin changes that key alone.
 
 The check knows which keys the recipes use: the variables of ``recipe.yaml`` and ``meta.yaml`` (jinja2's
 parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names of build and host
@@ -51,16 +53,27 @@ _HEX = {"_commit": (40, "a full git commit (40 hex digits)"), "_sha256": (64, "a
 # Keys whose entries are python versions, as conda-forge writes them: "3.12", or "3.12.* *_cpython" (a version
 # and a build string glob).
 _PYTHON_KEYS = frozenset({"python", "python_min"})
+# Where the variant files come from, for a fix that names a file that is not there.
+_WHICH_FILES = (
+    "--variant-config FILE adds a file; the root conda_build_config.yaml is read from the current folder, "
+    "or from --exclusive-config-file FILE"
+)
 _PYTHON_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(\.\*)?( +[^ ]+)?")
 
 
-def variant_files(recipe_dir: Path, global_file: Path) -> tuple[Path, ...]:
-    """The variant files a build reads: ``global_file``, then ``recipe_dir``'s own one when it exists."""
-    files = [global_file]
+def variant_files(recipe_dir: Path, root_file: Path, added: Sequence[Path] = ()) -> tuple[Path, ...]:
+    """The variant files a build reads, in order: ``root_file``, ``recipe_dir``'s own one when it exists, then
+    the ``added`` ones; a file named twice is read once, where it first comes."""
+    files: list[Path] = []
     own = recipe_dir / VARIANT_FILE
-    if own.is_file() and not (global_file.exists() and own.samefile(global_file)):
-        files.append(own)
+    for path in (root_file, *((own,) if own.is_file() else ()), *added):
+        if not any(_same(path, seen) for seen in files):
+            files.append(path)
     return tuple(files)
+
+
+def _same(one: Path, other: Path) -> bool:
+    return one == other or (one.exists() and other.exists() and one.samefile(other))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,12 +265,12 @@ def _read(path: Path) -> dict[str, _Entry]:
     if path.is_dir():
         raise ConfigurationError(
             f"variant file {path} is a folder, not a file",
-            fix="pass --variant-config the path of a conda_build_config.yaml",
+            fix="pass the path of a conda_build_config.yaml, not of a folder",
         )
     if not path.is_file():
         raise ConfigurationError(
             f"variant file {path} does not exist",
-            fix="pass --variant-config PATH to a conda_build_config.yaml",
+            fix=f"correct the path ({_WHICH_FILES})",
         )
     try:
         root = yaml.compose(read_utf8(path, "variant file"))
