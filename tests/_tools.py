@@ -121,6 +121,30 @@ def network_jail() -> list[str]:
     return list(argv)
 
 
+@cache
+def _mount_namespace() -> tuple[str, ...] | None:
+    for argv in (("unshare", "-m"), ("unshare", "-rm")):
+        probe = [*argv, "sh", "-c", "mount --bind /dev/null /dev/null"]
+        if subprocess.run(probe, capture_output=True, check=False, timeout=30).returncode == 0:
+            return argv
+    return None
+
+
+def with_file_mounted_on_itself(path: Path, argv: list[str]) -> list[str]:
+    """``argv`` run in a mount namespace of its own where ``path`` is bind-mounted on itself: the file reads as
+    before, but renaming another file over it fails with EBUSY, as over a file a container bind-mounts (the
+    namespace ends with the command; nothing outside sees the mount). A skip/failure where that is not
+    permitted."""
+    require_executable("unshare", "util-linux")
+    prefix = _mount_namespace()
+    if prefix is None:
+        missing(
+            "unshare -m is not permitted here (needs root or unprivileged user namespaces)",
+            "run as root, or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+        )
+    return [*prefix, "sh", "-euc", 'mount --bind "$1" "$1"; shift; exec "$@"', "sh", str(path), *argv]
+
+
 def upstream_source(variable: str) -> Path:
     """The checkout ``variable`` (a key of SOURCES) names: a skip where it is unset, a failure where
     ``FLAGTREE_REQUIRE_SOURCES=1`` (the workflow, which clones them) or where it names no folder."""

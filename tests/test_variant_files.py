@@ -110,6 +110,20 @@ def test_misspelt_key_names_the_file_line_and_the_key_meant(
     )
 
 
+def test_a_key_set_twice_in_a_file_is_named_at_both_lines(
+    copy: Copy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rattler-build refuses it at a line of its own count (line 16 for a key at lines 20 and 49): our check
+    comes first and names both lines."""
+    first = _line_of(copy.own, "flagtree_commit")
+    pinned = yaml.safe_load(copy.own.read_text())["flagtree_commit"][0]
+    line = copy.append(copy.own, f'flagtree_commit:\n  - "{pinned}"\n')
+    assert copy.fails(capsys) == (
+        f"flagtree-feedstock: error: {copy.own}:{line}: flagtree_commit is set a second time in this file "
+        f"(first at line {first}) (fix: keep one flagtree_commit: entry)"
+    )
+
+
 def test_unknown_key_in_the_global_file(copy: Copy, capsys: pytest.CaptureFixture[str]) -> None:
     line = copy.append(copy.global_file, 'numpy:\n  - "2"\n')
     assert copy.fails(capsys) == (
