@@ -48,8 +48,13 @@ def missing(what: str, install: str) -> NoReturn:
     pytest.skip(message)
 
 
+# torch: the verify references and the commands that import it (.ci/run installs the CPU wheel of 2.13.0).
+TORCH_INSTALL = "conda install pytorch-cpu, or pip install torch"
+
+
 def require_module(name: str, install: str) -> None:
-    """At the top of a test module: skip it (a user's clone) or fail (``CI=true``) where ``name`` is missing."""
+    """At the top of a test module, or of a test: skip it (a user's clone) or fail (``CI=true``) where
+    ``name`` is missing."""
     if importlib.util.find_spec(name) is None:
         message = f"{name} is not installed (install: {install})"
         if CI:
