@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from _stub_channel import write_package
-from _tools import aarch64_gcc, require_module
+from _tools import TORCH_INSTALL, aarch64_gcc, require_module
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -211,7 +211,7 @@ def test_a_piped_doctor_keeps_each_row_on_one_line(tmp_path: Path) -> None:
 
 def test_a_piped_verify_keeps_each_row_on_one_line(tmp_path: Path) -> None:
     """A stand-in ``triton`` with nothing in it: the install checks fail, and the table says why."""
-    require_module("torch", "pip install torch (or conda install pytorch-cpu)")
+    require_module("torch", TORCH_INSTALL)
     (tmp_path / "fake" / "triton").mkdir(parents=True)
     (tmp_path / "fake" / "triton" / "__init__.py").write_text("")
     status, out, err = run(["flagtree-verify"], tmp_path, env={"PYTHONPATH": str(tmp_path / "fake")})

@@ -379,7 +379,7 @@ def _missing(
     recipes, several = _recipes(keys)
     read = " or ".join(str(f) for f in files)
     needed = set(keys.needed) | ({"python"} if keys.python_matrix else set())
-    for name in sorted(needed - set(entries)):
+    for name in sorted(needed - set(entries)):  # not a version order: variant keys
         yield ConfigurationError(
             f"no variant file sets {name}, which {recipes} {'use' if several else 'uses'}",
             fix=f"add {name} with {_expected(name)} to {read}",
