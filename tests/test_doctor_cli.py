@@ -183,7 +183,7 @@ def test_a_bad_cpuinfo_is_named_as_the_problem(case: str, tmp_path: Path, capsys
         )
 
 
-def _special_files(tree: Path) -> dict[str, str]:
+def _special_files(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Put a FIFO, a socket and a symlink to /dev/zero where files of the recorded ``tree`` belong."""
     import socket  # noqa: PLC0415
 
@@ -193,21 +193,22 @@ def _special_files(tree: Path) -> dict[str, str]:
     os.mkfifo(fifo)
     capacity = cpu / "cpu0" / "cpu_capacity"
     capacity.unlink()
-    unix = socket.socket(socket.AF_UNIX)
-    unix.bind(str(capacity))
-    unix.close()
+    monkeypatch.chdir(capacity.parent)  # a socket's path must be short (108 bytes): bound by its name
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.bind(capacity.name)
     vector_length = tree / "proc" / "sys" / "abi" / "sve_default_vector_length"
     vector_length.unlink()
     vector_length.symlink_to("/dev/zero")
-    return {"fifo": str(fifo), "socket": str(capacity), "device": str(vector_length)}
 
 
-def test_special_files_in_a_recorded_tree_are_unreadable_not_waited_for(tmp_path: Path) -> None:
+def test_special_files_in_a_recorded_tree_are_unreadable_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A FIFO (no writer ever comes), a socket and /dev/zero (no end): each is a file the doctor cannot read,
     as one without read permission: the checks judge without it, and the doctor ends at once."""
     tree = tmp_path / "tree"
     shutil.copytree(DATA / "cix-p1-orion-o6", tree)
-    _special_files(tree)
+    _special_files(tree, monkeypatch)
     done = subprocess.run(
         [str(Path(sys.executable).parent / "flagtree-doctor"), "--root", str(tree), "--json"],
         capture_output=True,
