@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagtree_doctor import elf
+from flagtree_feedstock._engine import require
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.render import RenderedOutput
 from flagtree_feedstock.recipe.variants import recipe_keys
@@ -200,11 +200,11 @@ def check_rendered(
     if floor is None or needed is None:
         return
     version = needed.removeprefix("GLIBC_")
-    if elf.version_key(needed) <= elf.version_key(f"GLIBC_{floor}"):
+    # Compared as conda versions (2.9 < 2.17), as the sysroot's `__glibc >=` run export compares them.
+    conda_version = require("rattler", "py-rattler").Version
+    if conda_version(version) <= conda_version(floor):
         return
-    sysroot = next(
-        (v for v in SYSROOT_VERSIONS if elf.version_key(f"GLIBC_{v}") >= elf.version_key(needed)), None
-    )
+    sysroot = next((v for v in SYSROOT_VERSIONS if conda_version(v) >= conda_version(version)), None)
     fix = (
         f'set c_stdlib_version to "{sysroot}" in {variant_file or "a variant file"} (conda-forge\'s '
         f"sysroot_linux-aarch64 {sysroot}; "
