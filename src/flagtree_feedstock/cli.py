@@ -152,6 +152,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
     upload.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest to wait on the server at any step: connecting (at most 30 s), sending, "
+        "its answer [300]",
+    )
+    upload.add_argument(
         "--label",
         dest="labels",
         action="append",
@@ -475,6 +483,7 @@ def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> i
         channel=args.channel,
         url=args.url,
         labels=tuple(args.labels or ("main",)),
+        timeout=args.timeout,
     )
     uploaded = upload_channel(request, env)
     out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")
