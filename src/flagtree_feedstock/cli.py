@@ -101,6 +101,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HEX",
         help="the archive's sha256: checked for a file, required for a URL",
     )
+    build.add_argument(
+        "--llvm-archive-max-size",
+        metavar="SIZE",
+        help="the most a URL's download may take: bytes, or e.g. 4G, 1500M [4G]",
+    )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
     build.add_argument(
@@ -235,6 +240,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         env=env,
         fetch=not args.render_only,
         recipe_dir=options.recipe_dir,
+        max_size=options.llvm_archive_max_size,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
     files = (*variant_files(options.recipe_dir, options.variant_config), *archive_files)
