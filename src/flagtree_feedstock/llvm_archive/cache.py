@@ -21,6 +21,11 @@ def cache_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "flagtree-feedstock" / "llvm-archives"
 
 
+def human_size(size: int) -> str:
+    """``4.0 GiB``, ``512.0 MiB``: a size for a message."""
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / (1 << 20):.1f} MiB"
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

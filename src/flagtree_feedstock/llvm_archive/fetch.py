@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import stat
 import tarfile
 import urllib.parse
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 from flagtree_feedstock._http import HttpError, Timeouts, open_request, status_text
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
 
-from .cache import file_sha256, spool
+from .cache import file_sha256, human_size, spool
 from .inspection import TOP_EXAMPLE, TOP_FOLDER
 
 LOGGER = logging.getLogger(__name__)
@@ -44,10 +45,6 @@ def parse_size(value: str) -> int:
     return size
 
 
-def _size(value: int) -> str:
-    return f"{value / (1 << 30):.1f} GiB" if value >= 1 << 30 else f"{value / (1 << 20):.1f} MiB"
-
-
 def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_SIZE) -> Path:
     """``url`` in the cache (downloaded once), its sha256 checked; a failure leaves nothing behind.
 
@@ -59,7 +56,7 @@ def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_
         return cached
     LOGGER.info("downloading %s", url)
     too_large = SourceFetchError(
-        f"--llvm-archive {url} is larger than {_size(max_size)} (--llvm-archive-max-size): not downloaded "
+        f"--llvm-archive {url} is larger than {human_size(max_size)} (--llvm-archive-max-size): not downloaded "
         "further, nothing kept",
         fix="check the URL; if that file is right, raise --llvm-archive-max-size",
     )
@@ -109,6 +106,14 @@ def pack_folder(folder: Path, cache: Path) -> Path:
             fix="pass the folder setup.py or upstream's guide unpacked "
             "(~/.triton/llvm/llvm-<commit8>-ubuntu-arm64)",
         )
+    entries = list(_walk(folder))
+    for path in entries:
+        kind = _special(path)
+        if kind is not None:
+            raise ConfigurationError(
+                f"--llvm-archive {folder}: {path} is {kind}, not a file an LLVM install holds",
+                fix="remove it from the folder (or pass a copy without it)",
+            )
     LOGGER.info("packing %s into %s", folder, cache)
 
     def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -123,7 +128,7 @@ def pack_folder(folder: Path, cache: Path) -> Path:
         tarfile.open(fileobj=packed, mode="w", format=tarfile.GNU_FORMAT) as tar,
     ):
         tar.add(folder, arcname=folder.name, recursive=False, filter=reset)
-        for path in _walk(folder):
+        for path in entries:
             if path.parent == folder and path.name == SETUP_PY_MARKER:
                 continue
             info = reset(tar.gettarinfo(path, arcname=f"{folder.name}/{path.relative_to(folder)}"))
@@ -136,6 +141,20 @@ def pack_folder(folder: Path, cache: Path) -> Path:
                 tar.addfile(info)
     assert raw.path is not None
     return raw.path
+
+
+def _special(path: Path) -> str | None:
+    """What ``path`` is when it is neither a file, a folder nor a symlink: a socket, a FIFO, a device."""
+    mode = path.lstat().st_mode
+    for test, kind in (
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return None
 
 
 def _walk(folder: Path) -> Iterator[Path]:

@@ -120,7 +120,7 @@ def from_options(
         origin=value,
         url=path.resolve().as_uri(),
         sha256=digest,
-        inspection=inspect_cached(path, digest, cache),
+        inspection=inspect_cached(path, digest, cache, label=value),
     )
     LOGGER.info("flagtree-llvm: from Triton's LLVM archive %s (sha256 %s)", value, digest)
     return archive
