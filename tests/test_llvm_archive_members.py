@@ -210,7 +210,8 @@ def _child(code: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str],
     done = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")},
+        # The environment kept whole: PYTHONPATH (the mutation runner's copy comes first on it) included.
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
         preexec_fn=_limited,
         capture_output=True,
         text=True,

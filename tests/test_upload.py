@@ -895,7 +895,7 @@ def test_a_server_that_never_answers_the_upload_ends_at_the_timeout(
         env={**os.environ, "PREFIX_API_KEY": TOKEN},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=60,
         check=False,
     )
     assert done.returncode == 9, done.stderr
