@@ -8,6 +8,9 @@ given a credential for another origin, or for plain http to another machine, is 
 from __future__ import annotations
 
 import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -109,3 +112,43 @@ def test_redaction_masks_each_form_a_server_may_echo() -> None:
     odd = 'pfx_ab/cd+ef"gh'
     assert redact(f"a {odd} b pfx_ab%2Fcd%2Bef%22gh c", odd) == "a *** b *** c"
     assert redact("a b c", " ") == "a b c"
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        if self.path != "/nowhere":
+            self.send_header("Location", f"{self.path}x")  # always one more hop, on this server
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+@pytest.fixture
+def redirecting(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/loop", "{url} redirected more than 5 times"),
+        ("/nowhere", "{url} answered HTTP 302 Found without saying where to"),
+    ],
+)
+def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, redirecting: str) -> None:
+    with (
+        pytest.raises(HttpError) as raised,
+        open_request("GET", f"{redirecting}{path}", timeouts=TIMEOUTS),
+    ):
+        pass
+    assert raised.value.message == expected.format(url=redirecting)

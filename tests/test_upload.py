@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +30,9 @@ import pytest
 from _tools import require_executable
 from _toy import build_args, make_empty_channel, native_args
 from flagtree_feedstock._http import redact
+from flagtree_feedstock.channel.package_info import package_info
 from flagtree_feedstock.cli import main
+from flagtree_feedstock.errors import ChannelError
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = "recorded-secret-token"
@@ -1075,3 +1079,28 @@ def test_an_https_upload_through_a_connect_proxy(
     assert tunnels and set(tunnels) == {f"uploads.test:{port}"}
     assert len(_uploads(records)) == 2
     _assert_token_only_in_authorization(records(), err)
+
+
+def test_anaconda_is_given_each_package_format_s_index_and_about(
+    packages: list[Path], tmp_path: Path
+) -> None:
+    """A .conda file's info-*.tar.zst and a .tar.bz2's info/: what the stage and package calls send."""
+    index, about = package_info(packages[0])
+    assert (index["name"], index["version"], index["subdir"]) == ("toy-llvm", "1.0", "linux-64")
+    assert isinstance(about, dict)
+    legacy = tmp_path / "legacy-1.0-0.tar.bz2"
+    documents = {
+        "info/index.json": {"name": "legacy", "subdir": "noarch"},
+        "info/about.json": {"summary": "s"},
+    }
+    with tarfile.open(legacy, "w:bz2") as tar:
+        for name, document in documents.items():
+            data = json.dumps(document).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert package_info(legacy) == (documents["info/index.json"], documents["info/about.json"])
+    damaged = tmp_path / "damaged-1.0-0.tar.bz2"
+    damaged.write_bytes(legacy.read_bytes()[:40])
+    with pytest.raises(ChannelError, match=f"{damaged} cannot be read for the upload"):
+        package_info(damaged)

@@ -147,7 +147,6 @@ class Answer:
     """A response whose body is read on demand (:meth:`chunks`, :meth:`read_all`)."""
 
     status: int
-    url: str
     headers: http.client.HTTPMessage
     _response: http.client.HTTPResponse
     _origin: Origin
@@ -257,7 +256,7 @@ def _request(
             if 300 <= response.status < 400 and response.status != HTTPStatus.NOT_MODIFIED:
                 url = _redirect_target(method, url, origin, response)
                 continue
-            yield Answer(response.status, url, response.headers, response, origin, timeouts)
+            yield Answer(response.status, response.headers, response, origin, timeouts)
             return
         finally:
             connection.close()
