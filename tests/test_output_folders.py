@@ -33,9 +33,11 @@ def test_a_build_into_a_folder_with_a_space_works_where_compiler_flags_can_hold_
     monkeypatch.setenv("TOY_ENV_REPORT", str(report))
     recipe = shutil.copytree(RECIPES / "toy-script-env", tmp_path / ODD / "recipe folder")
     out = tmp_path / ODD / "build artifacts"
-    args = build_args("toy-script-env", out, *native_args(empty_channel))
-    args[args.index("--recipe-dir") + 1] = str(recipe)
-    args[args.index("--variant-config") + 1] = str(recipe / "conda_build_config.yaml")
+    toy = str(RECIPES / "toy-script-env")  # the recipe folder and its variant file: the copy's
+    args = [
+        arg.replace(toy, str(recipe))
+        for arg in build_args("toy-script-env", out, *native_args(empty_channel))
+    ]
     assert main(args) == 0
     captured = capsys.readouterr()
     seen = dict(line.split("=", 1) for line in report.read_text().splitlines())
