@@ -31,12 +31,16 @@ done
 # flagtree-llvm's own prefix (build-llvm.sh), apart from conda-forge's llvmdev/mlir, which use $PREFIX itself.
 llvm_prefix="${PREFIX}/lib/flagtree-llvm"
 
+# split_options (conda's CMAKE_ARGS, cut where an option begins) and shell_words (for setup.py's shlex.split).
+# shellcheck source=cmake_options.sh source-path=SCRIPTDIR
+. "${RECIPE_DIR}/cmake_options.sh"
+
 # Cross-compiling: FlagTree's CMake does not see conda's CMAKE_ARGS, and its aarch64 -march block and LLVM
 # link list follow CMAKE_SYSTEM_PROCESSOR, so the cross toolchain goes in through TRITON_APPEND_CMAKE_ARGS
 # (below). FlagTree runs flagtree-llvm's mlir-tblgen, which is a target binary: CMake runs it through the
 # emulator it is given (CMAKE_CROSSCOMPILING_EMULATOR, below), so check first that it runs that way. Through
 # the emulator, not directly: that needs no qemu registered with binfmt_misc (a container often has none).
-cross_cmake_args=""
+cross_cmake_args=()
 if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
   [[ -n "${CROSSCOMPILING_EMULATOR:-}" ]] \
     || die "cross-compiling ${build_platform} -> ${target_platform} needs CROSSCOMPILING_EMULATOR (qemu-user)"
@@ -55,8 +59,9 @@ if [[ "${build_platform:-${target_platform}}" != "${target_platform}" ]]; then
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="${CC_FOR_BUILD}" -DSLEEF_BUILD_TESTS=OFF \
     -DSLEEF_BUILD_DFT=OFF -DSLEEF_BUILD_GNUABI_LIBS=OFF -DSLEEF_BUILD_SCALAR_LIB=OFF
   cmake --build "${sleef_native}" --target mkrename mkalias mkdisp addSuffix
-  cross_cmake_args="${CMAKE_ARGS:-} -DCMAKE_CROSSCOMPILING_EMULATOR=${CROSSCOMPILING_EMULATOR}"
-  cross_cmake_args+=" -DNATIVE_BUILD_DIR=${sleef_native}"
+  mapfile -d '' -t cross_cmake_args < <(split_options "${CMAKE_ARGS:-}")
+  cross_cmake_args+=("-DCMAKE_CROSSCOMPILING_EMULATOR=${CROSSCOMPILING_EMULATOR}")
+  cross_cmake_args+=("-DNATIVE_BUILD_DIR=${sleef_native}")
 fi
 
 # sleef: flagtree-cpu's third_party/sleef submodule, as the engine checked it out, is replaced by a copy of
@@ -117,8 +122,10 @@ else
 fi
 
 # `cmake --install` of the build (sleef's install rules) goes into the work dir, never /usr/local or $PREFIX;
-# last, so it wins over the -DCMAKE_INSTALL_PREFIX that conda's CMAKE_ARGS carries in a cross build.
-export TRITON_APPEND_CMAKE_ARGS="${cross_cmake_args:+${cross_cmake_args} }-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install"
+# last, so it wins over the -DCMAKE_INSTALL_PREFIX that conda's CMAKE_ARGS carries in a cross build. setup.py
+# reads this variable with shlex.split: each argument is quoted, so a path with a space stays one.
+TRITON_APPEND_CMAKE_ARGS="$(shell_words "${cross_cmake_args[@]}" "-DCMAKE_INSTALL_PREFIX=${scratch}/cmake-install")"
+export TRITON_APPEND_CMAKE_ARGS
 
 # The wheel's version is the package's (setup.py's own default says 0.5.0).
 export FLAGTREE_WHEEL_VERSION="${PKG_VERSION}"

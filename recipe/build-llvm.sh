@@ -7,9 +7,13 @@ set -euo pipefail
 src="${SRC_DIR}/llvm-project"
 build="${SRC_DIR}/llvm-build"
 
-# conda's toolchain arguments (compilers, ar/ranlib, find-root); our install prefix comes last and wins.
+# conda's toolchain arguments (compilers, ar/ranlib, find-root), cut into options only where one begins, so a
+# prefix under a folder with a space stays one argument (cmake_options.sh); ours, an array, come after them
+# and our install prefix wins.
+# shellcheck source=cmake_options.sh source-path=SCRIPTDIR
+. "${RECIPE_DIR}/cmake_options.sh"
 conda_cmake_args=()
-read -r -a conda_cmake_args <<<"${CMAKE_ARGS:-}"
+mapfile -d '' -t conda_cmake_args < <(split_options "${CMAKE_ARGS:-}")
 
 # The private prefix: conda-forge's llvmdev/mlir/libllvm* install lib/libMLIRIR.a, bin/mlir-tblgen,
 # lib/cmake/llvm, ... into $PREFIX itself, so ours goes where no other package writes (as Debian keeps each

@@ -249,7 +249,8 @@ def test_a_bad_match_spec_is_named(toy_channel: Path, capsys: pytest.CaptureFixt
     assert main(["channel", "install", str(toy_channel), "toy-py >>=1"]) == 2
     assert _error(capsys) == (
         "flagtree-feedstock: error: 'toy-py >>=1' is not a match spec: unable to parse version spec: >>=1 "
-        "(fix: write NAME, 'NAME >=VERSION' or 'NAME ==VERSION BUILD', e.g. 'flagtree-cpu >=0.6')"
+        "(fix: write NAME, 'NAME >=VERSION' or 'NAME ==VERSION BUILD', e.g. 'flagtree-cpu >=0.6'; a space ends "
+        "the name)"
     )
 
 

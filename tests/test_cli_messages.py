@@ -39,6 +39,7 @@ FOREIGN = {
     "rattler-build",
     "git",
     "diff",
+    "cp",
 }
 
 

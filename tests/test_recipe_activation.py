@@ -30,6 +30,10 @@ SHELLS = {
     "fish": (["fish", "--no-config", "-c"], "fish", "source"),
 }
 
+# fish 3.6 re-encodes every non-ASCII value it exports (the prefix's Chinese characters) unless the locale is
+# UTF-8, as a terminal's is; conda's own activation would garble CONDA_PREFIX first. bash and zsh run in C.
+_LOCALE = {"bash": {}, "zsh": {}, "fish": {"LANG": "C.UTF-8"}}
+
 
 def readme_rules() -> dict[str, tuple[str, bool]]:
     """The README's activation table: variable -> (the value it is set to, whether a user's value is kept)."""
@@ -74,7 +78,7 @@ def _run(shell: str, prefix: Path, out: Path, start: dict[str, str]) -> dict[str
             "true",
         ]
     )
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), **start}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), **start, **_LOCALE[shell]}
     subprocess.run([*argv, script], env=env, check=True, timeout=60, cwd=out)
     return {stage: _parse((out / stage).read_bytes()) for stage in ("before", "during", "after")}
 
@@ -86,8 +90,9 @@ def _parse(raw: bytes) -> dict[str, str]:
 
 @pytest.fixture
 def prefix(tmp_path: Path) -> Path:
-    """A conda environment with a gcc in bin/, as the package's run dependencies install it."""
-    gcc = tmp_path / "env with space" / "bin" / "gcc"
+    """A conda environment with a gcc in bin/, as the package's run dependencies install it; a space and Chinese
+    characters in its path."""
+    gcc = tmp_path / "env with space 环境" / "bin" / "gcc"
     gcc.parent.mkdir(parents=True)
     gcc.write_text("#!/bin/sh\n")
     gcc.chmod(0o755)
@@ -137,6 +142,6 @@ def test_activating_twice_still_restores(shell, prefix, tmp_path):
         f"env -0 > '{out}/before'; {source} '{activate}'; {source} '{activate}'; "
         f"{source} '{deactivate}'; env -0 > '{out}/after'; true"
     )
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), "CC": ""}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), "CC": "", **_LOCALE[shell]}
     subprocess.run([*argv, script], env=env, check=True, timeout=60, cwd=out)
     assert _parse((out / "after").read_bytes()) == _parse((out / "before").read_bytes())

@@ -37,7 +37,9 @@ NVIDIA_VARIABLES = (
     "TRITON_CUPTI_INCLUDE_PATH",
     "TRITON_CUPTI_LIB_PATH",
 )
-CONDA_CMAKE_ARGS = "-DCMAKE_AR=/fake/ar -DCMAKE_INSTALL_PREFIX=/conda/default -DCMAKE_INSTALL_LIBDIR=lib"
+# A work folder under a folder with a space and Chinese characters, as under an output folder such as
+# ".../My Projects/构建": every test of the scripts runs there too.
+ROOTS = {"plain": "", "space-and-chinese": "My Projects/构建"}
 
 # Records argv, cwd and environment as one JSON line; `-m pip install` also "installs" the libraries.
 _RECORDER = """#!{python}
@@ -133,6 +135,14 @@ class StandIn:
         _write(src / "llvm-project" / "mlir" / "LICENSE.TXT", "mlir")
         self.graph = root / "link-graph.dot"
         _write(self.graph, llvm_graph())
+        # conda's CMAKE_ARGS, as its compiler activation makes it: options joined by spaces, unquoted, paths of
+        # the build's prefixes among them (the engine puts them under the output folder).
+        self.conda_cmake_args = [
+            "-DCMAKE_AR=/fake/ar",
+            f"-DCMAKE_INSTALL_PREFIX={self.prefix}",
+            f"-DCMAKE_FIND_ROOT_PATH={self.prefix};{root}/build_env/sysroot",
+            "-DCMAKE_INSTALL_LIBDIR=lib",
+        ]
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
@@ -148,10 +158,10 @@ class StandIn:
             "CPU_COUNT": "3",
             "PKG_NAME": "flagtree-cpu",
             "PKG_VERSION": "0.6.0",
-            "CFLAGS": "-ftree-vectorize -fPIC -O2 -g -pipe",
-            "CXXFLAGS": "-fPIC -O2 -g3 -ggdb -fvisibility-inlines-hidden",
+            "CFLAGS": f"-ftree-vectorize -fPIC -O2 -g -pipe -isystem {self.prefix}/include",
+            "CXXFLAGS": f"-fPIC -O2 -g3 -ggdb -fvisibility-inlines-hidden -fdebug-prefix-map={self.src}=/usr/src",
             "LDFLAGS": "-Wl,-O2 -Wl,--as-needed",
-            "CMAKE_ARGS": CONDA_CMAKE_ARGS,
+            "CMAKE_ARGS": " ".join(self.conda_cmake_args),
             "build_platform": "linux-aarch64",
             "target_platform": "linux-aarch64",
             # Must not reach setup.py: it switches FlagTree's own offline mode on.
@@ -178,9 +188,9 @@ class StandIn:
         return [call for call in map(json.loads, lines) if tool in (None, call["tool"])]
 
 
-@pytest.fixture
-def standin(tmp_path: Path) -> StandIn:
-    return StandIn(tmp_path)
+@pytest.fixture(params=list(ROOTS), ids=list(ROOTS))
+def standin(tmp_path: Path, request: pytest.FixtureRequest) -> StandIn:
+    return StandIn(tmp_path / ROOTS[request.param])
 
 
 def _inside(path: str, folder: Path) -> bool:
@@ -253,8 +263,9 @@ def test_build_flagtree_exports(standin):
     install_prefixes = [a.split("=", 1)[1] for a in cmake_args if a.startswith("-DCMAKE_INSTALL_PREFIX=")]
     assert install_prefixes and all(_inside(p, src) for p in install_prefixes)
     assert env["FLAGTREE_WHEEL_VERSION"] == "0.6.0"
-    assert env["CFLAGS"].split() == ["-ftree-vectorize", "-fPIC", "-O2", "-pipe"]
-    assert env["CXXFLAGS"].split() == ["-fPIC", "-O2", "-fvisibility-inlines-hidden"]
+    # The -g flags go; the rest stays as it was, a path with a space in it whole.
+    assert env["CFLAGS"] == f"-ftree-vectorize -fPIC -O2 -pipe -isystem {prefix}/include"
+    assert env["CXXFLAGS"] == f"-fPIC -O2 -fvisibility-inlines-hidden -fdebug-prefix-map={src}=/usr/src"
     assert env["LDFLAGS"].split() == ["-Wl,-O2", "-Wl,--as-needed", "-Wl,-S"]
     # setup.py must not find FlagTree's git checkout (it would append .git<sha> to the version).
     assert not Path(env["GIT_DIR"]).exists()
@@ -314,12 +325,12 @@ def test_build_llvm_cross_builds_native_tablegens_first(standin):
     assert native_configure[:4] == ["-S", str(standin.src / "llvm-project" / "llvm"), "-B", native]
     assert f"-DCMAKE_C_COMPILER={CROSS['CC_FOR_BUILD']}" in native_configure
     assert f"-DCMAKE_CXX_COMPILER={CROSS['CXX_FOR_BUILD']}" in native_configure
-    assert not set(shlex.split(CONDA_CMAKE_ARGS)) & set(native_configure)  # not the cross toolchain
+    assert not set(standin.conda_cmake_args) & set(native_configure)  # not the cross toolchain
     assert native_build[:2] == ["--build", native]
     assert {"llvm-tblgen", "mlir-tblgen"} <= set(native_build)
     # The cross build: conda's CMAKE_ARGS, then ours, pointed at the native tools, for the target triple.
     for argv in (graph, configure):
-        assert argv[4:7] == shlex.split(CONDA_CMAKE_ARGS)
+        assert argv[4:8] == standin.conda_cmake_args
         assert "-DCMAKE_CROSSCOMPILING=ON" in argv
         assert f"-DLLVM_NATIVE_TOOL_DIR={native}/bin" in argv
         assert "-DLLVM_HOST_TRIPLE=aarch64-unknown-linux-gnu" in argv
@@ -330,6 +341,70 @@ def test_build_llvm_natively_has_no_sub_build(standin):
     assert standin.run("build-llvm.sh").returncode == 0
     for argv in [c["argv"] for c in standin.calls("cmake")]:
         assert not any("NATIVE_TOOL_DIR" in a or "CROSSCOMPILING" in a for a in argv)
+
+
+def test_build_llvm_passes_condas_arguments_whole(standin):
+    """conda's CMAKE_ARGS, one string whose paths may hold a space, reaches CMake as its options, each whole."""
+    graph, configure, _build = _llvm_calls(standin)
+    for argv in (graph, configure):
+        assert argv[4:8] == standin.conda_cmake_args
+
+
+# A tiny CMake project in place of LLVM: a static library for each library FlagTree links, the two tablegens,
+# and the install-distribution target, which installs them. Real CMake writes its link graph.
+_TINY_LLVM = """cmake_minimum_required(VERSION 3.20)
+project(LLVM C)
+foreach(name {libraries})
+  add_library(${{name}} STATIC lib.c)
+  install(TARGETS ${{name}} ARCHIVE DESTINATION lib)
+endforeach()
+foreach(name mlir-tblgen llvm-tblgen)
+  add_executable(${{name}} tool.c)
+  install(TARGETS ${{name}} RUNTIME DESTINATION bin)
+endforeach()
+add_custom_target(install-distribution COMMAND "${{CMAKE_COMMAND}}" --install "${{CMAKE_BINARY_DIR}}"
+  DEPENDS {libraries} mlir-tblgen llvm-tblgen)
+"""
+
+
+def test_build_llvm_configures_and_installs_with_real_cmake_under_a_folder_with_a_space(tmp_path):
+    """Real CMake and Ninja: conda's CMAKE_ARGS holds the prefixes, under ".../My Projects/构建"; the configures
+    read each option whole (the cache holds the paths as given) and the install lands in flagtree-llvm's prefix.
+    conda's CFLAGS and LDFLAGS are plain "-O2": conda-forge's own (-isystem $PREFIX/include) cannot hold such
+    a path at all (ctng-compiler-activation-feedstock issue 188), which is why the toolkit builds elsewhere
+    then (tests/test_output_folders.py)."""
+    ar = require_executable("ar", "binutils")
+    require_executable("cmake", "cmake")
+    require_executable("ninja", "ninja-build")
+    require_executable("cc", "gcc")
+    standin = StandIn(tmp_path / "My Projects" / "构建")
+    (standin.bin / "cmake").unlink()  # the real one
+    llvm = standin.src / "llvm-project" / "llvm"
+    libraries = " ".join(llvm_distribution().flagtree_links())
+    _write(llvm / "CMakeLists.txt", _TINY_LLVM.format(libraries=libraries))
+    _write(llvm / "lib.c", "int flagtree_llvm_standin;\n")
+    _write(llvm / "tool.c", "int main(void) { return 0; }\n")
+    sysroot = standin.root / "build_env" / "aarch64 sysroot"
+    conda = [f"-DCMAKE_AR={ar}", f"-DCMAKE_INSTALL_PREFIX={standin.prefix}", "-DCMAKE_INSTALL_LIBDIR=lib",
+             f"-DCMAKE_FIND_ROOT_PATH={standin.prefix};{sysroot}", "-DCMAKE_BUILD_TYPE=Release"]  # fmt: skip
+    result = standin.run(
+        "build-llvm.sh", CMAKE_ARGS=" ".join(conda), CFLAGS="-O2", CXXFLAGS="-O2", LDFLAGS="", CPU_COUNT="2"
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    cache = (standin.src / "llvm-build" / "CMakeCache.txt").read_text()
+    llvm_prefix = standin.prefix / "lib" / "flagtree-llvm"
+    assert f"CMAKE_INSTALL_PREFIX:PATH={llvm_prefix}\n" in cache  # ours, the last, wins
+    assert f"CMAKE_FIND_ROOT_PATH:UNINITIALIZED={standin.prefix};{sysroot}\n" in cache
+    assert f"CMAKE_AR:UNINITIALIZED={ar}\n" in cache
+    components = re.search(r"^LLVM_DISTRIBUTION_COMPONENTS:UNINITIALIZED=(.*)$", cache, re.MULTILINE)
+    module = llvm_distribution()
+    assert components and set(components[1].split(";")) == {
+        *module.flagtree_links(),
+        *module.TOOLS,
+        *module.PACKAGE,
+    }
+    assert (llvm_prefix / "lib" / "libMLIRIR.a").is_file()
+    assert (llvm_prefix / "bin" / "mlir-tblgen").is_file()
 
 
 def _defines(argv: list[str]) -> dict[str, str]:
@@ -464,7 +539,7 @@ def test_build_flagtree_cross_passes_the_toolchain_to_cmake(standin):
     assert (standin.log / "emulator.args").read_text().splitlines() == [f"{tablegen} --version"]
     env = standin.calls("python")[0]["env"]
     args = shlex.split(env["TRITON_APPEND_CMAKE_ARGS"])
-    assert args[:3] == shlex.split(CONDA_CMAKE_ARGS)
+    assert args[:4] == standin.conda_cmake_args
     assert f"-DCMAKE_CROSSCOMPILING_EMULATOR={emulator}" in args
     # Our install prefix comes last, so it wins over the one in conda's CMAKE_ARGS.
     assert args[-1] == f"-DCMAKE_INSTALL_PREFIX={standin.src / '_flagtree_build' / 'cmake-install'}"
@@ -493,7 +568,7 @@ def test_build_flagtree_cross_builds_sleefs_helpers_for_the_build_machine(standi
     # flagtree-cpu's sleef options (third_party/cpu/CMakeLists.txt), so the same helpers are needed.
     for option in ("TESTS", "DFT", "GNUABI_LIBS", "SCALAR_LIB"):
         assert f"-DSLEEF_BUILD_{option}=OFF" in configure["argv"]
-    assert not set(shlex.split(CONDA_CMAKE_ARGS)) & set(configure["argv"])  # not the cross toolchain
+    assert not set(standin.conda_cmake_args) & set(configure["argv"])  # not the cross toolchain
     assert configure["env"]["CFLAGS"] == configure["env"]["LDFLAGS"] == ""  # conda's are the target's
     assert build["argv"] == ["--build", str(native), "--target", "mkrename", "mkalias", "mkdisp", "addSuffix"]
     args = shlex.split(standin.calls("python")[0]["env"]["TRITON_APPEND_CMAKE_ARGS"])

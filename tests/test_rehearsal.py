@@ -360,6 +360,32 @@ def test_a_failed_flagtree_cpu_keeps_llvm_and_the_rerun_builds_only_flagtree_cpu
     } == before  # reused as they were
 
 
+def test_the_native_build_under_a_folder_with_a_space_and_chinese_characters(
+    rehearsal: Rehearsal, tmp_path: Path
+) -> None:
+    """The whole plan of a copy of the recipe, built into a channel folder beside it, both under
+    ".../构建/My Projects/", then installed into a prefix there and activated (issue 23 item 5). The engine
+    works above the space (conda's compiler flags cannot hold one: build/output_dir.py, staging_parent), so its
+    work folder and prefixes hold the Chinese characters; the recipe folder, the flagtree-doctor source
+    (``path: ..``), the channel folder and the prefix hold both."""
+    base = tmp_path / "构建" / "My Projects"
+    root = copy_recipe(base / "recipe copy")
+    channel = base / "build artifacts"
+    variants = write_variants(root, rehearsal.sources, base / "variants.yaml")
+    built = build(root, variants, channel, rehearsal.stub_channel, names=OUTPUTS, test=False)
+    assert sorted(p.name.rsplit("-", 2)[0] for p in built) == sorted(OUTPUTS)
+    assert [p for p in tmp_path.rglob("*") if "staging" in p.name] == []
+    prefix = base / "环境 env"
+    smoke_install(
+        channel,
+        ["flagtree-cpu"],
+        prefix=prefix,
+        platform=TARGET,
+        extra_channels=[rehearsal.stub_channel.as_uri()],
+    )
+    _check_activation(prefix)
+
+
 def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
     """Without FLAGTREE_SRC the stand-in tree is the patches' pre-images: each applies with git, no offset."""
     git = require_executable("git", "git")

@@ -393,7 +393,7 @@ def test_mutation_sleefs_native_build_dir_not_passed(cross_rehearsal, tmp_path, 
     def mutate(root: Path) -> None:
         _replace(
             root / "recipe" / "build-flagtree.sh",
-            '  cross_cmake_args+=" -DNATIVE_BUILD_DIR=${sleef_native}"\n',
+            '  cross_cmake_args+=("-DNATIVE_BUILD_DIR=${sleef_native}")\n',
             "",
         )
 

@@ -3,11 +3,12 @@
 - It is checked before anything builds (:func:`check_output_dir`): a folder, or one that can be made, and
   writable, with its parent (the staging folder, the lock and the package cache live beside it).
 - One build writes into it at a time (:func:`output_lock`): a second build waits, saying so.
-- A run builds in a staging folder beside it (:func:`staging_dir`, same file system) that holds links to
-  the packages the folder already has (:func:`seed_staging`), so the engine solves against them and skips
-  them.
-- Each package the engine finishes is checked whole, put in place under its final name by a rename (it is
-  there whole or not at all) and indexed at once (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
+- A run builds in a staging folder beside it (:func:`staging_dir`, same file system; above it when its path
+  has a blank: :func:`staging_parent`) that holds links to the packages the folder already has
+  (:func:`seed_staging`), so the engine solves against them and skips them.
+- Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
+  renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
+  (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
 - The engine's package cache is the folder's own (:func:`package_cache`), and a package about to be rebuilt
   is dropped from it first (:func:`evict`): py-rattler-build 0.73 tests a package it just built from the
   cache entry of the same file name when there is one (tests/README.md), so a rebuilt package would be
@@ -20,6 +21,7 @@ import fcntl
 import filecmp
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Collection, Iterator
@@ -27,8 +29,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
-from flagtree_feedstock._paths import check_folder
-from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, check_package, index_channel, package_files
+from flagtree_feedstock._paths import check_folder, probe_writable
+from flagtree_feedstock.channel.folder import (
+    PACKAGE_SUFFIXES,
+    DamagedPackage,
+    index_channel,
+    package_files,
+    package_stem,
+)
+from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
 
 LOGGER = logging.getLogger(__name__)
 
@@ -41,8 +50,37 @@ def _beside(channel_dir: Path, suffix: str) -> Path:
 
 def check_output_dir(path: Path) -> None:
     """``path`` is a folder (or can be made as one) this process can write in, and so is its parent (the
-    staging folder, the lock and the package cache go beside it). Nothing is created."""
+    staging folder, the lock and the package cache go beside it), and the staging folder's own parent when it
+    is another (:func:`staging_parent`). Nothing is created."""
     check_folder(path, option="--output-dir", beside=True)
+    parent = staging_parent(path)
+    # A staging parent that does not exist yet is made with the output folder's parents, checked above.
+    if parent != path.resolve().parent and parent.is_dir():
+        try:
+            probe_writable(parent)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"--output-dir {path}: its path has a blank, which conda's compiler flags cannot hold, so the "
+                f"build works in {parent}, where it cannot write: {exc.strerror or exc}",
+                fix=f"choose an --output-dir whose path has no space or tab, or make {parent} writable for you",
+            ) from None
+
+
+def staging_parent(channel_dir: Path) -> Path:
+    """The folder the staging folder is made in: the output folder's parent, or, when that path has a blank (a
+    space, a tab), its nearest ancestor whose path has none.
+
+    The engine builds under the staging folder (the work folder, the build and host prefixes), and
+    conda-forge's compiler activation writes those prefixes into CFLAGS, CPPFLAGS, LDFLAGS and CMAKE_ARGS
+    unquoted (``-isystem $PREFIX/include``): under ``.../My Projects/`` the compiler gets such a path in two
+    pieces and CMake's first test compile fails (ctng-compiler-activation-feedstock issue 188). conda-build's
+    answer is the same, a build root apart from the output (``--croot``). Other characters (Chinese, accents)
+    do no harm there, and the packages still land in the output folder itself.
+    """
+    parent = channel_dir.resolve().parent
+    while any(character.isspace() for character in str(parent)):  # "/" has none
+        parent = parent.parent
+    return parent
 
 
 @contextmanager
@@ -76,14 +114,20 @@ def output_lock(channel_dir: Path) -> Iterator[None]:
 
 @contextmanager
 def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator[Path]:
-    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename).
+    """A scratch folder beside ``channel_dir`` (same file system, so publishing is a rename), or above it when
+    its path has a blank (:func:`staging_parent`); its name has none either.
 
     It is removed, except after a failure (not an interrupt) when ``keep_on_failure`` asks to keep the
     engine's work folders in it for inspection (``--keep-build``); its path is then logged.
     """
     resolved = channel_dir.resolve()
     resolved.parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=f".{resolved.name}-staging-", dir=resolved.parent))
+    parent = staging_parent(channel_dir)
+    name = re.sub(r"\s", "_", resolved.name)  # no blank in the engine's paths (staging_parent says why)
+    path = Path(tempfile.mkdtemp(prefix=f".{name}-staging-", dir=parent))
+    if parent != resolved.parent:
+        LOGGER.info("building in %s: the path of %s has a blank, which conda's compiler flags cannot hold", path,
+                    channel_dir)  # fmt: skip
     try:
         yield path
     except Exception:
@@ -150,8 +194,9 @@ def publish_new(
     """Put every package of ``staging/<subdir>/`` that is new into ``channel_dir``, then index it.
 
     New: not named in ``known`` (the names seeded or published before), or rebuilt under such a name (no
-    longer the channel's file, as conda-build does). Each file is checked whole first, then linked under a
-    temporary name in its subdir and renamed to its own: a reader sees the whole package or none. The names
+    longer the channel's file, as conda-build does). Each file is linked (or copied) under a temporary name
+    in its subdir, checked whole there (:func:`_link_into_place`) and only then renamed to its own: a reader
+    sees the whole package or none, and a damaged one never appears under its name. The names
     published are added to ``known``. ``subdirs`` are the target's and ``noarch`` (the engine moves a
     package whose tests failed to ``broken/``). A Ctrl-C meanwhile is held until the channel is indexed.
     """
@@ -166,7 +211,6 @@ def publish_new(
     published: list[Path] = []
     with deferred_interrupts():
         for package in new:
-            check_package(package)
             target = channel_dir / package.parent.name / package.name
             if target.exists():
                 if force:
@@ -178,7 +222,8 @@ def publish_new(
             _link_into_place(package, target)
             known.add(package.name)
             published.append(target)
-        index_channel(channel_dir, check=False)  # each package was checked above, the rest at the start
+        # Each package was checked as it went in (the others as the run started).
+        index_channel(channel_dir, check=False)
     for target in published:
         LOGGER.info("published %s", target)
     return published
@@ -192,6 +237,8 @@ def _unchanged(staged: Path, published: Path) -> bool:
 
 
 def _link_into_place(package: Path, target: Path) -> None:
+    """Put ``package`` in place as ``target``: under a temporary name beside it first, checked whole there (the
+    very file that is renamed, be it a link or a copy), then renamed; removed on any failure."""
     target.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(prefix=f".{package.name}.", suffix=".part", dir=target.parent)
     os.close(descriptor)
@@ -203,6 +250,14 @@ def _link_into_place(package: Path, target: Path) -> None:
         except OSError:
             shutil.copy2(package, scratch)
         scratch.chmod(0o644)  # the engine writes 0600 files; a channel is read by others
+        try:
+            package_stem(scratch, target.name)
+        except DamagedPackage as exc:
+            raise BuildFailedError(
+                f"{package.name}, just built, is damaged ({exc}): it was not put into {target.parent}",
+                fix=f"build again (what the channel folder holds is kept); if it happens again, check the disk "
+                f"that holds {target.parent}",
+            ) from None
         scratch.replace(target)
     except BaseException:
         scratch.unlink(missing_ok=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import bz2
 import json
 import logging
+import shlex
 import shutil
 import tarfile
 import zipfile
@@ -44,12 +46,51 @@ _TARGET_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
 
 
 def package_files(channel_dir: Path) -> list[Path]:
-    """The package files in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped)."""
-    return sorted(p for p in channel_dir.glob("*/*") if p.is_file() and p.name.endswith(PACKAGE_SUFFIXES))
+    """The package files in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped).
+
+    A subdir (even an empty one, which a build would publish into) or a package file that is a symbolic link
+    is refused (:class:`ChannelError`, naming it): py-rattler's indexer does not follow links (0.28 writes no
+    ``repodata.json`` into a linked subdir and leaves a linked package out of its subdir's, without a word),
+    so its packages would be reported as published and never be installable. Indexing them by other means
+    would not make the folder whole either: the output folder's lock covers the folder, not a subdir that
+    another channel folder may link too.
+    """
+    for subdir in sorted(channel_dir.iterdir()) if channel_dir.is_dir() else ():
+        if subdir.is_symlink() and subdir.is_dir():  # even an empty one: a build would publish into it
+            raise _linked(subdir)
+    found = []
+    for path in sorted(channel_dir.glob("*/*")):
+        if not path.name.endswith(PACKAGE_SUFFIXES) or not path.is_file():
+            continue
+        if path.is_symlink():
+            raise _linked(path)
+        found.append(path)
+    return found
+
+
+def _linked(link: Path) -> ChannelError:
+    """A subdir or a package file of a channel folder that is a symbolic link: what to do instead."""
+    target = link.resolve()
+    if link.is_dir():
+        return ChannelError(
+            f"the subdir {link} is a symbolic link (to {target}): py-rattler's indexer does not follow it, so "
+            "its packages would never be in the channel's index",
+            fix=f"make it a folder of its own: rm {_quoted(link)} && cp -a {_quoted(target)} {_quoted(link)}",
+        )
+    return ChannelError(
+        f"the package {link} is a symbolic link (to {target}): py-rattler's indexer leaves it out of the "
+        "channel's index",
+        fix=f"put the file itself there: cp --remove-destination {_quoted(target)} {_quoted(link)}",
+    )
+
+
+def _quoted(path: Path) -> str:
+    """``path`` as a shell word, so a suggested command with a space or a quote in a path can be pasted."""
+    return shlex.quote(str(path))
 
 
 def _build_into(folder: Path) -> str:
-    return f"build into it first: flagtree-feedstock build --output-dir {folder}"
+    return f"build into it first: flagtree-feedstock build --output-dir {_quoted(folder)}"
 
 
 def local_folder(channel: str) -> Path | None:
@@ -101,54 +142,115 @@ def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
         )
     return ConfigurationError(
         f"channel {channel} is not an indexed channel folder (no noarch/repodata.json)",
-        fix=f"run: flagtree-feedstock channel index {folder}",
+        fix=f"run: flagtree-feedstock channel index {_quoted(folder)}",
     )
 
 
 def check_package(path: Path) -> None:
-    """Raise :class:`ChannelError` naming ``path`` unless it is a whole conda package.
+    """Raise :class:`ChannelError` naming ``path`` unless it is a whole conda package named after itself.
 
-    A ``.conda`` file is a zip archive: it must open, every member must pass its CRC-32 and the package
-    metadata must be there. A ``.tar.bz2`` must decompress to its end (bzip2 checks each block's CRC). A
-    truncated download or flipped bytes fail one of these; py-rattler's indexer would panic on the first
-    and index the second without a word.
+    Whole: see :func:`package_stem`. Named after itself: ``<name>-<version>-<build>`` of its own
+    ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
+    index without a word when its name does not read as name-version-build).
     """
     try:
-        reason = _conda_damage(path) if path.name.endswith(".conda") else _tar_bz2_damage(path)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
-        reason = _first_line(exc)
-    except OSError as exc:
-        if exc.errno is not None:  # the file could not be read: not a damaged package
-            raise
-        reason = _first_line(exc)  # bz2's "Invalid data stream"
-    if reason is not None:
+        stem = package_stem(path)
+    except DamagedPackage as exc:
         raise ChannelError(
-            f"{path} is damaged ({reason}): it is not a whole conda package",
-            fix=f"remove it, then rebuild it (flagtree-feedstock build --output-dir {path.parent.parent}) "
+            f"{path} is damaged ({exc}): it is not a whole conda package",
+            fix=f"remove it, then rebuild it (flagtree-feedstock build --output-dir {_quoted(path.parent.parent)}) "
             "or download it again",
+        ) from None
+    suffix = ".conda" if path.name.endswith(".conda") else ".tar.bz2"
+    if path.name != f"{stem}{suffix}":
+        raise ChannelError(
+            f"{path} is not named after the package it holds ({stem}): conda finds a package by its file name, "
+            "name-version-build",
+            fix=f"rename it: mv {_quoted(path)} {_quoted(path.with_name(stem + suffix))}",
         )
 
 
-def _conda_damage(path: Path) -> str | None:
+class DamagedPackage(Exception):
+    """A package file that is not a whole conda package; the message says why."""
+
+
+def package_stem(path: Path, name: str | None = None) -> str:
+    """``<name>-<version>-<build>`` of the package at ``path``, from its ``info/index.json``, once the whole file
+    was read and found whole; else raise :class:`DamagedPackage` saying why. ``name``, the file name it has in
+    a channel (``path``'s own by default), says which of the two formats it is.
+
+    Only regular members are read: a conda package may hold symbolic links (and hard links) to files that
+    are not in it, the files of a package it depends on (conda-forge's ``libblas`` links
+    ``libblas.so.3`` to ``libopenblas.so.0`` of ``libopenblas``), so a link is never followed inside the
+    archive. A ``.conda`` file is a zip archive: it must open and every member must pass its CRC-32. A
+    ``.tar.bz2`` must decompress to its end (bzip2 checks each block's CRC and the stream's). A truncated
+    download or flipped bytes fail one of these; py-rattler's indexer would panic on the first and index the
+    second without a word. A file that is neither (``OSError`` with an errno) is not a damaged package: that
+    error is raised as it is.
+    """
+    try:
+        index = _conda_index(path) if (name or path.name).endswith(".conda") else _tar_bz2_index(path)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        raise DamagedPackage(_first_line(exc)) from None
+    except OSError as exc:
+        if exc.errno is not None:  # the file could not be read: not a damaged package
+            raise
+        raise DamagedPackage(_first_line(exc)) from None  # bz2's "Invalid data stream", zstd's errors
+    if index is None:
+        raise DamagedPackage("it holds no info/index.json")
+    try:
+        record = json.loads(index)
+    except ValueError as exc:
+        raise DamagedPackage(f"its info/index.json is not JSON: {_first_line(exc)}") from None
+    fields = [record.get(key) if isinstance(record, dict) else None for key in ("name", "version", "build")]
+    if not all(isinstance(field, str) and field for field in fields):
+        raise DamagedPackage("its info/index.json lacks the name, version or build")
+    return "-".join(str(field) for field in fields)
+
+
+def _regular_member(archive: tarfile.TarFile, name: str) -> bytes | None:
+    """Read every regular member of ``archive`` to its end (a link is skipped, never followed); return the
+    content of the one called ``name``."""
+    found = None
+    for member in archive:
+        stream = archive.extractfile(member) if member.isreg() else None
+        if stream is None:  # a link (to a file of this package or of another one) or a folder
+            continue
+        if member.name == name:
+            found = stream.read()
+        while stream.read(1 << 20):
+            pass
+    return found
+
+
+def _conda_index(path: Path) -> bytes | None:
+    zstandard = require("zstandard", "zstandard")
     with zipfile.ZipFile(path) as archive:
         failed = archive.testzip()
+        if failed is not None:
+            raise DamagedPackage(f"{failed} fails its checksum")
         names = archive.namelist()
-    if failed is not None:
-        return f"{failed} fails its checksum"
-    if "metadata.json" not in names or not any(n.startswith("info-") for n in names):
-        return "it holds no conda package metadata"
-    return None
+        info = [n for n in names if n.startswith("info-") and n.endswith(".tar.zst")]
+        if "metadata.json" not in names or len(info) != 1:
+            raise DamagedPackage("it holds no conda package metadata")
+        try:
+            with (
+                archive.open(info[0]) as compressed,
+                zstandard.ZstdDecompressor().stream_reader(compressed) as raw,
+                tarfile.open(fileobj=raw, mode="r|") as tar,
+            ):
+                return _regular_member(tar, "info/index.json")
+        except zstandard.ZstdError as exc:
+            raise DamagedPackage(f"{info[0]}: {_first_line(exc)}") from None
 
 
-def _tar_bz2_damage(path: Path) -> str | None:
-    with tarfile.open(path, "r:bz2") as archive:
-        names = []
-        for member in archive:
-            names.append(member.name)
-            stream = archive.extractfile(member)
-            while stream is not None and stream.read(1 << 20):
-                pass
-    return None if "info/index.json" in names else "it holds no info/index.json"
+def _tar_bz2_index(path: Path) -> bytes | None:
+    with bz2.open(path, "rb") as stream:
+        with tarfile.open(fileobj=stream, mode="r:") as archive:
+            index = _regular_member(archive, "info/index.json")
+        while stream.read(1 << 20):  # to the end of the bzip2 stream, whose CRC is checked there
+            pass
+    return index
 
 
 def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
@@ -208,22 +310,27 @@ def _not_indexed(channel_dir: Path) -> ChannelError:
         )
     return ChannelError(
         f"{channel_dir} is not an indexed channel (no noarch/repodata.json)",
-        fix=f"run: flagtree-feedstock channel index {channel_dir}",
+        fix=f"run: flagtree-feedstock channel index {_quoted(channel_dir)}",
     )
 
 
-def _spec_names(rattler: Any, errors: Any, specs: Sequence[str]) -> set[str]:  # noqa: ANN401 - py-rattler
-    """The package names ``specs`` ask for; a spec py-rattler cannot read is bad input."""
-    names = set()
+def _match_specs(rattler: Any, errors: Any, specs: Sequence[str]) -> list[Any]:  # noqa: ANN401 - py-rattler
+    """``specs`` read as py-rattler's solver reads a string (strictly); a spec it cannot read is bad input.
+
+    Strictly: ``flagtree cpu`` is refused (the lenient reading is ``flagtree ==cpu``, a package
+    called flagtree at version cpu), and the solver is given these very specs.
+    """
+    parsed = []
     for spec in specs:
         try:
-            names.add(rattler.MatchSpec(spec).name.normalized)
+            parsed.append(rattler.MatchSpec(spec, strict=True))
         except errors.InvalidMatchSpecError as exc:
             raise ConfigurationError(
                 f"{spec!r} is not a match spec: {_first_line(exc)}",
-                fix="write NAME, 'NAME >=VERSION' or 'NAME ==VERSION BUILD', e.g. 'flagtree-cpu >=0.6'",
+                fix="write NAME, 'NAME >=VERSION' or 'NAME ==VERSION BUILD', e.g. 'flagtree-cpu >=0.6'; "
+                "a space ends the name",
             ) from None
-    return names
+    return parsed
 
 
 def _unreachable(exc: Exception, names: Sequence[str], channels: Sequence[Any]) -> ChannelError:
@@ -247,7 +354,7 @@ def _check_readable_index(folder: Path, platform: PlatformName) -> None:
         except ValueError as exc:
             raise ChannelError(
                 f"the channel index {repodata} is damaged: {_first_line(exc)}",
-                fix=f"run: flagtree-feedstock channel index {folder}"
+                fix=f"run: flagtree-feedstock channel index {_quoted(folder)}"
                 if package_files(folder)
                 else _build_into(folder),
             ) from None
@@ -321,7 +428,8 @@ def smoke_install(
     local_folders = [channel_dir, *(f for f in map(local_folder, extra_channels) if f is not None)]
     for folder in local_folders:
         _check_readable_index(folder, platform)
-    names = _spec_names(rattler, errors, specs)
+    match_specs = _match_specs(rattler, errors, specs)
+    names = {spec.name.normalized for spec in match_specs}
     check_folder(prefix, option="--prefix")
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
@@ -334,7 +442,7 @@ def smoke_install(
     try:
         records = asyncio.run(
             rattler.solve(
-                [local, *extra], list(specs), platforms=[platform, "noarch"], virtual_packages=virtual
+                [local, *extra], match_specs, platforms=[platform, "noarch"], virtual_packages=virtual
             )
         )
     except (errors.GatewayError, errors.FetchRepoDataError) as exc:
@@ -357,7 +465,7 @@ def smoke_install(
         raise ChannelError(
             f"installing into {prefix} failed: {_with_cause(exc)}",
             fix=f"check free disk space; if the packages of {channel_dir} changed since it was indexed, index it "
-            f"again (flagtree-feedstock channel index {channel_dir})",
+            f"again (flagtree-feedstock channel index {_quoted(channel_dir)})",
         ) from None
     except BaseException:  # a Ctrl-C: no half-installed prefix is left
         with deferred_interrupts():

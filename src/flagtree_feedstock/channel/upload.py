@@ -20,7 +20,7 @@ from typing import get_args
 from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, unencrypted
 from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
 
-from .folder import package_files
+from .folder import check_package, package_files
 from .server_files import AUTH_SCHEMES, Server, ServerFiles
 from .upload_api import Api, UploadFailed, upload_to_anaconda, upload_to_prefix
 
@@ -68,13 +68,17 @@ def parse_server(value: str) -> Server:
 
 
 def find_packages(channel_dir: Path) -> list[Path]:
-    """Every package file in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped)."""
+    """Every package file in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped),
+    each checked whole and named after itself (:func:`.folder.check_package`) before anything is sent."""
     if not channel_dir.is_dir():
         raise ConfigurationError(
             f"channel folder {channel_dir} does not exist",
             fix="pass the folder a build wrote (`flagtree-feedstock build --output-dir DIR`), or the merged CI artifacts",
         )
-    return package_files(channel_dir)
+    packages = package_files(channel_dir)
+    for package in packages:
+        check_package(package)
+    return packages
 
 
 def read_token(variable: str, env: Mapping[str, str], server: str) -> str:
