@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, llvm_archive
-from ._interrupts import EXIT_INTERRUPTED
+from ._interrupts import report_interrupt
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build.options import TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
@@ -199,9 +199,8 @@ def main(  # noqa: PLR0911 - a return per command
             traceback.print_exc()
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return error.return_code
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:  # SIGINT, SIGTERM or SIGHUP (_interrupts)
+        return report_interrupt(interrupt)
 
 
 def _configure_logging(err: Console) -> None:
