@@ -433,12 +433,12 @@ def _print_rendered(
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:
-    from .build.output_dir import output_lock  # noqa: PLC0415
+    from ._locks import folder_lock  # noqa: PLC0415
     from .channel.folder import index_channel, smoke_install  # noqa: PLC0415
 
     if args.channel_command == "index":
         # A build may be writing into the folder: wait for it (a folder that is not there takes no lock file).
-        with output_lock(args.channel_dir) if args.channel_dir.is_dir() else nullcontext():
+        with folder_lock(args.channel_dir) if args.channel_dir.is_dir() else nullcontext():
             for repodata in index_channel(args.channel_dir):
                 out.print(f"indexed {repodata}")
         return 0
