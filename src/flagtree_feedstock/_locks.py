@@ -160,14 +160,20 @@ def _open_file(folder: Path, path: Path) -> FolderLock:
                 "through a link",
                 fix=f"remove {path} (flagtree-feedstock makes its lock file there), then rerun",
             ) from None
+        if exc.errno == errno.EISDIR:
+            raise _not_a_file(path) from None
         raise
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
-        raise FileAccessError(
-            f"the lock file {path} is not a regular file",
-            fix=f"move {path} away (flagtree-feedstock makes its lock file there), then rerun",
-        )
+        raise _not_a_file(path)
     return FolderLock(folder=folder, path=path, descriptor=descriptor, writable=writable)
+
+
+def _not_a_file(path: Path) -> FileAccessError:
+    return FileAccessError(
+        f"the lock file {path} is not a regular file",
+        fix=f"move {path} away (flagtree-feedstock makes its lock file there), then rerun",
+    )
 
 
 def _read_record(lock: FolderLock) -> list[tuple[str, Process]]:
