@@ -212,22 +212,31 @@ def test_a_signal_during_a_build_script(
 
 def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(tmp_path: Path, empty_channel: Path) -> None:
     """SIGKILL cannot be handled: the system kills the worker (PR_SET_PDEATHSIG), and its watchdog ends the
-    rest of the session (the build script and its child) and removes the staging folder."""
+    rest of the session (the build script's child, which ignores SIGTERM, with SIGKILL after the grace
+    period) and removes the staging folder. The worker and the watchdog hold the lock with the toolkit: it is
+    free only once they are gone."""
     out = tmp_path / "channel"
-    process = _build(tmp_path, empty_channel)
+    process = _build(tmp_path, empty_channel, TOY_STUBBORN="1")
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
     worker = os.getsid(shell)
     session = _session(worker)
     assert WATCHDOG in session.values(), session
     assert [p.name for p in tmp_path.glob(".channel-staging-*")]
+    running: list[list[int]] = []
+    prober = threading.Thread(
+        target=_running_when_the_lock_is_free, args=(tmp_path / ".channel.lock", list(session), running)
+    )
+    prober.start()
     process.kill()
     process.communicate(timeout=60)
-    _until(lambda: not _session(worker), "every process of the worker's session ended")
+    prober.join()
+    assert running == [[]], (
+        f"the lock was released while these processes of the worker's session ran: {running}"
+    )
+    assert not _session(worker)
     assert not [pid for pid in (worker, shell, child) if _alive(pid)]
-    _until(lambda: not list(tmp_path.glob(".channel-staging-*")), "the staging folder removed")
+    assert not list(tmp_path.glob(".channel-staging-*"))
     assert len(published(out)) == 1  # toy-quick, finished before the SIGKILL: kept, and indexed
-    with (tmp_path / ".channel.lock").open("rb") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: nothing holds it
 
 
 def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_names_what_it_left(
