@@ -68,7 +68,11 @@ def test_a_second_build_into_the_same_folder_waits_and_builds_nothing_twice(
             "waiting line from the second build",
             [first, second],
             wrong=lambda: (
-                "the second build built beside the first" if len(log.read_text().splitlines()) > 2 else None
+                "the second build built beside the first"
+                if len(log.read_text().splitlines()) > 2
+                else "the second build waits without naming the first"
+                if "waiting for " in errors[1].read_text() and waiting not in errors[1].read_text()
+                else None
             ),
         )
         (line,) = [line for line in errors[1].read_text().splitlines() if waiting in line]

@@ -116,13 +116,28 @@ def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) 
         os.killpg(process.pid, signum)
     else:
         os.kill(process.pid, signum)
-    _, stderr = process.communicate(timeout=60)
+    process.wait(timeout=60)
+    try:
+        _, stderr = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"{process.args[1:3]} ended ({process.returncode}), a process it started holds its output"
+        )
     line, status = ENDINGS[signal.Signals(signum)]
     assert process.returncode == status, stderr
     assert stderr.splitlines()[-1] == line, stderr
     assert "Traceback" not in stderr
     assert "flagtree-feedstock: error" not in stderr
     return stderr
+
+
+def _killed(process: subprocess.Popen[str]) -> None:
+    """SIGKILL the toolkit; once it has ended, stop reading what it wrote (what it started may hold that)."""
+    process.kill()
+    process.wait(timeout=60)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _build(tmp_path: Path, empty_channel: Path, **env: str) -> subprocess.Popen[str]:
@@ -227,8 +242,7 @@ def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(tmp_path: Path,
         target=_running_when_the_lock_is_free, args=(tmp_path / ".channel.lock", list(session), running)
     )
     prober.start()
-    process.kill()
-    process.communicate(timeout=60)
+    _killed(process)
     prober.join()
     assert running == [[]], (
         f"the lock was released while these processes of the worker's session ran: {running}"
@@ -242,19 +256,20 @@ def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(tmp_path: Path,
 def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_names_what_it_left(
     tmp_path: Path, empty_channel: Path
 ) -> None:
-    """The watchdog killed too (SIGKILL of both): the system still kills the worker with the toolkit. What
-    the build script started is left running (the script itself soon dies of SIGPIPE, its output went to the
-    worker), and nothing ends it now: a rerun into the folder refuses to build beside it, naming it."""
+    """The watchdog killed too (SIGKILL of both): the system still kills the worker with the toolkit, while
+    the build script waits without a word (a worker that writes to the dead toolkit's pipe ends of that). The
+    build script is left running, and nothing ends it now: a rerun into the folder refuses to build beside
+    it, naming its processes."""
     out = tmp_path / "channel"
     process = _build(tmp_path, empty_channel)
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
     worker = os.getsid(shell)
     (watchdog,) = [pid for pid, name in _session(worker).items() if name == WATCHDOG]
     os.kill(watchdog, signal.SIGKILL)
-    process.kill()
-    process.communicate(timeout=60)
+    _killed(process)
     try:
         _until(lambda: not _alive(worker), "the worker ended with the toolkit")
+        assert _alive(shell)
         assert _alive(child)
         rerun = subprocess.run(
             [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
@@ -271,7 +286,7 @@ def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_na
     named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
     assert f" of an earlier build into {out} still runs" in line
     listed = line.rsplit("(kill ", 1)[1].split(")", 1)[0].split()
-    assert {named, child} <= {int(pid) for pid in listed}
+    assert {named, shell, child} <= {int(pid) for pid in listed}
     assert line.endswith("), then rerun)")
     assert len(published(out)) == 1  # toy-quick, from the killed build; nothing built beside its leftovers
 

@@ -10,13 +10,14 @@ it goes on: nothing is left running, and the output folder's lock, which the wor
 only after.
 
 If the toolkit itself is killed (SIGKILL, which it cannot handle), the worker does not outlive it: the
-system kills it at once (``PR_SET_PDEATHSIG``, set by the worker on itself; the toolkit starts it from the
-main thread, whose end is what the system watches), and the worker's watchdog, a process the worker forks
-into its session before the engine starts, ends the rest of the session (the build script and everything it
-started, which the system does not signal) and removes the staging folder. The watchdog learns that the
-toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it when it lets go of the
-worker on purpose; an end of file without that byte means it is gone. A thread in the worker could not do
-this: it dies with the worker.
+system kills it at once (``PR_SET_PDEATHSIG``, set by the worker on itself). The system watches the thread
+that started the worker, not the whole toolkit; that thread waits for the worker in :func:`run_engine` and
+ends it before going on, so it cannot end first while the toolkit lives, whichever thread it is. The worker's
+watchdog, a process the worker forks into its session before the engine starts, ends the rest of the session
+(the build script and everything it started, which the system does not signal) and removes the staging
+folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
+when it lets go of the worker on purpose; an end of file without that byte means it is gone. A thread in
+the worker could not do this: it dies with the worker.
 
 The worker renders the recipe again (the same files, platforms and variant, so the same package), runs the
 engine, and reports its progress events and its result as JSON lines on a pipe (the events).
