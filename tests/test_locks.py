@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -198,8 +199,11 @@ def test_a_recorded_worker_whose_pid_another_process_has_now_is_not_named(
     (a different start time): that session is not the build's, and nothing is named."""
     other = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        now = Process.of(other.pid)
-        assert now is not None
+        # Popen may return before the new program's arguments show in /proc (the kernel sets them last).
+        deadline = time.monotonic() + 10
+        while (now := Process.of(other.pid)) is None or now.command != "sleep 30":
+            assert time.monotonic() < deadline, now
+            time.sleep(0.01)
         lock = lock_path(channel)
         lock.write_text(f"flagtree-feedstock lock\nholder 1 1 gone\nworker {now.pid} {now.start - 1} gone\n")
         with folder_lock(channel) as held:
