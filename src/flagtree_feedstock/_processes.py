@@ -83,7 +83,8 @@ def end_session(session: int, *, grace: float, spare: int | None = None) -> None
         if not members:
             return
         for pid in members:
-            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+            # Ended meanwhile, or not ours to signal (a setuid program): the others are ended all the same.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
