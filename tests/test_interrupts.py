@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ import pytest
 from _toy import RECIPES, build_args, leftovers, native_args, published
 from flagtree_doctor.interrupts import Interrupted, catch_signals
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._processes import Process
 from flagtree_feedstock.build import output_dir
 
 VENV_BIN = Path(sys.executable).parent
@@ -140,19 +141,37 @@ def _killed(process: subprocess.Popen[str]) -> None:
             stream.close()
 
 
-def _build(tmp_path: Path, empty_channel: Path, **env: str) -> subprocess.Popen[str]:
-    """`flagtree-feedstock build` of toy-slow into tmp_path/channel, in its own process group; returns once
-    toy-slow's build script runs (its marker, tmp_path/marker, is there)."""
-    process = subprocess.Popen(
-        [str(CONSOLE_SCRIPT), *build_args("toy-slow", tmp_path / "channel", *native_args(empty_channel))],
-        env={**os.environ, "TOY_MARKER": str(tmp_path / "marker"), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, which a terminal's Ctrl-C signals whole
-    )
-    _wait_for(tmp_path / "marker", process)
-    return process
+@pytest.fixture
+def toy_slow(tmp_path: Path, empty_channel: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start `flagtree-feedstock build` of toy-slow into tmp_path/channel, in its own process group; returns
+    once toy-slow's build script runs (its marker, tmp_path/marker, is there). After the test, whatever of
+    the build still runs (the test failed) is SIGKILLed: nothing outlives a test."""
+    started: list[tuple[subprocess.Popen[str], Process]] = []
+
+    def start(**env: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [str(CONSOLE_SCRIPT), *build_args("toy-slow", tmp_path / "channel", *native_args(empty_channel))],
+            env={**os.environ, "TOY_MARKER": str(tmp_path / "marker"), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, which a terminal's Ctrl-C signals whole
+        )
+        _wait_for(tmp_path / "marker", process)
+        worker = Process.of(os.getsid(int((tmp_path / "marker").read_text().split()[0])))
+        assert worker is not None
+        started.append((process, worker))
+        return process
+
+    yield start
+    for process, worker in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        _end_all(worker.pid, worker)
 
 
 def _running_when_the_lock_is_free(lock: Path, watched: list[int], found: list[list[int]]) -> None:
@@ -169,8 +188,12 @@ def _running_when_the_lock_is_free(lock: Path, watched: list[int], found: list[l
             return
 
 
-def _end_all(session: int) -> None:
-    """SIGKILL every process of ``session`` until none is left (what a test itself left running)."""
+def _end_all(session: int, leader: Process) -> None:
+    """SIGKILL every process of ``session`` until none is left (what a test itself left running). ``leader``
+    made the session: when its pid is another process's now, so is the session, and nothing is signalled."""
+    now = Process.of(session)
+    if now is not None and now.start != leader.start:
+        return
     for _ in range(50):
         members = _session(session)
         if not members:
@@ -191,14 +214,14 @@ def _end_all(session: int) -> None:
     ids=["kill-INT-pid", "ctrl-c-at-a-terminal", "kill-TERM-pid", "kill-HUP-pid"],
 )
 def test_a_signal_during_a_build_script(
-    tmp_path: Path, empty_channel: Path, signum: int, group: bool
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], signum: int, group: bool
 ) -> None:
     """Each of the three ends the same way. Under SIGTERM the build script's child ignores SIGTERM (as a
     program may): the toolkit's SIGKILL after the grace period ends it, and only then is the lock released."""
     log = tmp_path / "builds.log"
     out = tmp_path / "channel"
     stubborn = {"TOY_STUBBORN": "1"} if signum == signal.SIGTERM else {}
-    process = _build(tmp_path, empty_channel, TOY_BUILD_LOG=str(log), **stubborn)
+    process = toy_slow(TOY_BUILD_LOG=str(log), **stubborn)
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
     session = list(_session(os.getsid(shell)))
     assert os.getsid(shell) in session  # the worker leads the session
@@ -225,13 +248,15 @@ def test_a_signal_during_a_build_script(
     )
 
 
-def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(tmp_path: Path, empty_channel: Path) -> None:
+def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]]
+) -> None:
     """SIGKILL cannot be handled: the system kills the worker (PR_SET_PDEATHSIG), and its watchdog ends the
     rest of the session (the build script's child, which ignores SIGTERM, with SIGKILL after the grace
     period) and removes the staging folder. The worker and the watchdog hold the lock with the toolkit: it is
     free only once they are gone."""
     out = tmp_path / "channel"
-    process = _build(tmp_path, empty_channel, TOY_STUBBORN="1")
+    process = toy_slow(TOY_STUBBORN="1")
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
     worker = os.getsid(shell)
     session = _session(worker)
@@ -254,33 +279,30 @@ def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(tmp_path: Path,
 
 
 def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_names_what_it_left(
-    tmp_path: Path, empty_channel: Path
+    tmp_path: Path, empty_channel: Path, toy_slow: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """The watchdog killed too (SIGKILL of both): the system still kills the worker with the toolkit, while
     the build script waits without a word (a worker that writes to the dead toolkit's pipe ends of that). The
     build script is left running, and nothing ends it now: a rerun into the folder refuses to build beside
     it, naming its processes."""
     out = tmp_path / "channel"
-    process = _build(tmp_path, empty_channel)
+    process = toy_slow()
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
     worker = os.getsid(shell)
     (watchdog,) = [pid for pid, name in _session(worker).items() if name == WATCHDOG]
     os.kill(watchdog, signal.SIGKILL)
     _killed(process)
-    try:
-        _until(lambda: not _alive(worker), "the worker ended with the toolkit")
-        assert _alive(shell)
-        assert _alive(child)
-        rerun = subprocess.run(
-            [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
-            env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        _end_all(worker)
+    _until(lambda: not _alive(worker), "the worker ended with the toolkit")
+    assert _alive(shell)
+    assert _alive(child)
+    rerun = subprocess.run(
+        [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
+        env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     (line,) = [line for line in rerun.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
     assert rerun.returncode == 12, rerun.stderr
     named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
