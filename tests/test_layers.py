@@ -17,6 +17,7 @@ HELPERS = frozenset(
         "errors",
         "platforms",
         "_engine",
+        "_http",
         "_interrupts",
         "_locks",
         "_paths",

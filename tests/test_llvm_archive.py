@@ -402,7 +402,7 @@ def test_a_recipe_without_the_keys_is_refused(tmp_path, programs, env, capsys):
         "--render-only",
         "--recipe-dir",
         str(toy),
-        "--variant-config",
+        "--exclusive-config-file",
         str(toy / "conda_build_config.yaml"),
     ]
     assert main([*argv, "--llvm-archive", str(archive)], env=env) == 2
@@ -495,14 +495,14 @@ def test_conda_build_reads_the_archive_s_variant_file_after_the_global_one(tmp_p
     request = conda_build.CondaBuildRequest(
         tool="conda-build",
         recipe_dir=tmp_path,
-        variant_file=Path("conda_build_config.yaml"),
-        extra_variant_files=(Path("archive.yaml"),),
+        exclusive_config_file=Path("conda_build_config.yaml"),
+        variant_files=(Path("archive.yaml"),),
         channel_dir=tmp_path / "out",
         channels=("conda-forge",),
         target="linux-aarch64",
     )
     argv = conda_build.command(request, output_folder=tmp_path / "staging")
-    assert argv[1:6] == [str(tmp_path), "-m", "conda_build_config.yaml", "-m", "archive.yaml"]
+    assert argv[1:6] == [str(tmp_path), "-e", "conda_build_config.yaml", "-m", "archive.yaml"]
 
 
 def test_render_only_says_when_a_variant_file_selects_an_archive_unchecked(tmp_path, env, capsys):

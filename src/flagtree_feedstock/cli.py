@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from flagtree_doctor.terminal import new_console, print_json
 
 from . import __version__, llvm_archive
 from ._interrupts import report_interrupt
@@ -50,13 +51,26 @@ def _parser() -> argparse.ArgumentParser:
         "build",
         help="render and build the recipe into a local channel (the main job)",
         epilog="Each value option may also come from FLAGTREE_FEEDSTOCK_<OPTION> (FLAGTREE_FEEDSTOCK_PYTHON, "
-        "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas); the command line wins.",
+        "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas, paths by ':'); the command "
+        "line wins.",
     )
     build.add_argument("--recipe-dir", help="folder with recipe.yaml and meta.yaml [recipe]")
     build.add_argument(
+        "-m",
         "--variant-config",
-        help="the global variant file [conda_build_config.yaml]; the recipe folder's own "
-        "conda_build_config.yaml is read after it",
+        dest="variant_configs",
+        action="append",
+        metavar="FILE",
+        help="a variant file added over the root conda_build_config.yaml and the recipe folder's own, as "
+        "conda-build's and rattler-build's -m add (repeatable; later files win): a file holding only "
+        'python: ["3.12"] builds for 3.12 alone, one holding only flagtree_commit moves that pin',
+    )
+    build.add_argument(
+        "-e",
+        "--exclusive-config-file",
+        metavar="FILE",
+        help="the root variant file, read first [conda_build_config.yaml]; the recipe folder's own and the "
+        "--variant-config files are still read after it, as with conda-build's -e",
     )
     build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
     build.add_argument("--build-platform", help="this host's platform, to cross-build for another target")
@@ -100,6 +114,11 @@ def _parser() -> argparse.ArgumentParser:
         "--llvm-archive-sha256",
         metavar="HEX",
         help="the archive's sha256: checked for a file, required for a URL",
+    )
+    build.add_argument(
+        "--llvm-archive-max-size",
+        metavar="SIZE",
+        help="the most a URL's download may take: bytes, or e.g. 4G, 1500M [4G]",
     )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
@@ -152,6 +171,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
     upload.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest to wait on the server at any step: connecting (at most 30 s), sending, "
+        "its answer [300]",
+    )
+    upload.add_argument(
         "--label",
         dest="labels",
         action="append",
@@ -184,8 +211,8 @@ def main(  # noqa: PLR0911 - a return per command
         return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
-    out = console or Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    out = console or new_console()
+    err = new_console(stderr=True)
     _configure_logging(err)
     try:
         if args.command == "build":
@@ -226,9 +253,11 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         env=env,
         fetch=not args.render_only,
         recipe_dir=options.recipe_dir,
+        max_size=options.llvm_archive_max_size,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
-    files = (*variant_files(options.recipe_dir, options.variant_config), *archive_files)
+    given = variant_files(options.recipe_dir, options.exclusive_config_file, options.variant_configs)
+    files = (*given, *archive_files)
     outputs = render(
         options.recipe_dir / "recipe.yaml",
         files,
@@ -236,7 +265,9 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         build=options.build_platform,
     )
     if archive is not None:
-        llvm_archive.check_rendered(archive, outputs, variant_file=options.variant_config)
+        # The fix names the file to raise c_stdlib_version in: the last one given, else the root one.
+        raise_in = options.variant_configs[-1] if options.variant_configs else options.exclusive_config_file
+        llvm_archive.check_rendered(archive, outputs, variant_file=raise_in)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
         _print_rendered(selected, out, as_json=args.json, rendered=len(outputs), archive=archive)
@@ -260,8 +291,8 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             CondaBuildRequest(
                 tool=options.tool,
                 recipe_dir=options.recipe_dir,
-                variant_file=options.variant_config,
-                extra_variant_files=archive_files,
+                exclusive_config_file=options.exclusive_config_file,
+                variant_files=(*options.variant_configs, *archive_files),
                 channel_dir=options.output_dir,
                 channels=options.channels,
                 target=options.target_platform,
@@ -330,7 +361,9 @@ def _build_rattler(
 
     plan = plan_builds(outputs)
     recipe = options.recipe_dir / "recipe.yaml"
-    files = variant_config or variant_files(options.recipe_dir, options.variant_config)
+    files = variant_config or variant_files(
+        options.recipe_dir, options.exclusive_config_file, options.variant_configs
+    )
     foreign = None
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
@@ -397,10 +430,11 @@ def _print_rendered(
             "llvm_archive": archive.as_json() if archive is not None else None,
             "glibc_floor": llvm_archive.glibc_floor(outputs),
         }
-        out.print_json(json.dumps(document))
+        print_json(out, document)
         return
     plan = plan_builds(outputs)
-    # Fits 80 columns (a pipe or a small terminal): names never wrap or shorten; the rest folds if it must.
+    # Off a terminal nothing wraps (flagtree_doctor.terminal); in a small terminal names never wrap or shorten,
+    # the rest folds if it must.
     packages = Table(title="packages to build")
     packages.add_column("package", no_wrap=True, min_width=max(len(s.output.name) for s in plan))
     packages.add_column("version", overflow="fold")
@@ -474,6 +508,7 @@ def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> i
         channel=args.channel,
         url=args.url,
         labels=tuple(args.labels or ("main",)),
+        timeout=args.timeout,
     )
     uploaded = upload_channel(request, env)
     out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")

@@ -259,6 +259,7 @@ def check_sve_vector_length(facts: Facts) -> CheckResult:
     if "sve" not in cpu.features:
         return CheckResult(id=check, status="skip", message="no SVE on this CPU (see cpu-features)")
     if verdict.lacking:  # no vector length makes up for a missing feature: say so, suggest nothing
+        # not a version order: CPU feature names
         lacks = sorted({feature for _, missing in verdict.lacking for feature in missing})
         seen = f"SVE vectors are {cpu.sve_vector_bits} bits, but " if cpu.sve_vector_bits else ""
         return CheckResult(

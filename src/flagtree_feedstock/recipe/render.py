@@ -149,7 +149,7 @@ def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401
         pins={k: used[k] for k in PIN_KEYS if k in used},
         variant=used,
         pinned=tuple(
-            sorted(
+            sorted(  # not a version order: a canonical order of (name, version, build), to compare renders
                 (info.name, str(info.version), str(info.build_string))
                 for info in variant.pin_subpackages.values()
             )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from flagtree_doctor import __version__
 from flagtree_doctor._cli import ArgumentParser, report_error
 from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required
 from flagtree_doctor.errors import ConfigurationError, DoctorError, NotInstalledError
+from flagtree_doctor.terminal import new_console, print_json
 
 from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops
 from .references import TOLERANCES
@@ -67,7 +67,7 @@ def main(
 ) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
-    out = console or Console(highlight=False)
+    out = console or new_console()
     as_json = "--json" in argv
     try:
         args = _parser(prog).parse_args(argv)
@@ -93,7 +93,7 @@ def main(
     if gate is not None:  # the kernels were required here: the one line CI logs show
         print(f"{prog}: error: {gate.detail}", file=sys.stderr)
     if args.json:
-        out.print_json(json.dumps(to_json(outcomes)))
+        print_json(out, to_json(outcomes))
     else:
         out.print(table(outcomes))
         out.print(
