@@ -169,3 +169,17 @@ def upstream_source(variable: str) -> Path:
     if not path.is_dir():
         pytest.fail(f"{variable}={value} is not a folder (point it at a checkout of {what})", pytrace=False)
     return path
+
+
+def as_a_user(argv: list[str]) -> list[str]:
+    """``argv`` run without root's right to write anywhere: as root, as `nobody` in a user namespace (files
+    owned by root are then its own, and their mode bits hold); as any other user, as it is."""
+    if os.geteuid() != 0:
+        return argv
+    unshare = require_executable("unshare", "util-linux")
+    user = [unshare, "--user", "--map-user=65534", "--map-group=65534"]
+    if subprocess.run([*user, "true"], capture_output=True, check=False).returncode != 0:
+        missing(
+            "unshare --user is not permitted here", "run as a user other than root, or allow user namespaces"
+        )
+    return [*user, *argv]

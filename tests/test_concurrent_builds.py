@@ -61,15 +61,23 @@ def test_a_second_build_into_the_same_folder_waits_and_builds_nothing_twice(
         first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=first_err, text=True)
         _wait_until(marker.exists, "build script of the first build", [first])  # first: in toy-slow's script
         second = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=second_err, text=True)
-        waiting = f"waiting for the build into {out} by process {first.pid} to finish"
+        # The one it waits for, named by its pid and command line (the lock file records them).
+        waiting = f"waiting for process {first.pid} ("
         _wait_until(
             lambda: waiting in errors[1].read_text(),
             "waiting line from the second build",
             [first, second],
             wrong=lambda: (
-                "the second build built beside the first" if len(log.read_text().splitlines()) > 2 else None
+                "the second build built beside the first"
+                if len(log.read_text().splitlines()) > 2
+                else "the second build waits without naming the first"
+                if "waiting for " in errors[1].read_text() and waiting not in errors[1].read_text()
+                else None
             ),
         )
+        (line,) = [line for line in errors[1].read_text().splitlines() if waiting in line]
+        assert f" {CONSOLE_SCRIPT} build --recipe-dir " in line
+        assert line.endswith(f") to finish writing into {out} (one command writes into a folder at a time)")
         time.sleep(0.5)
         assert second.poll() is None  # it waits; it does not build toy-slow beside the first
         assert log.read_text().splitlines() == ["toy-quick", "toy-slow"]

@@ -1,9 +1,11 @@
-"""Ctrl-C in flagtree-doctor and flagtree-verify: a real SIGINT to the real console script, at chosen moments.
+"""Signals in flagtree-doctor and flagtree-verify: a real SIGINT, SIGTERM or SIGHUP to the real console script,
+at chosen moments.
 
 tests/interrupt_hook/sitecustomize.py (on PYTHONPATH) pauses the command inside the chosen operation (an
-import, the open of a file, a rename) and says so; the test then sends SIGINT. Every interrupt must end in one
-line, ``<prog>: interrupted``, exit 130, no traceback; an interrupted ``--apply`` leaves the environment as it
-was, or with the whole new set of scripts, never part of it.
+import, the open of a file, a rename) and says so; the test then sends the signal. Every one must end in one
+line (``<prog>: interrupted``, exit 130, for SIGINT; ``<prog>: terminated (SIGTERM)``, 143, and
+``(SIGHUP)``, 129), no traceback; an ``--apply`` or ``--undo`` a signal ended leaves the environment as it
+was, or with the whole new set of scripts, never part of it, and no temporary file.
 
 Not covered: Python's own start-up (``site``, before any code of the command runs), where an interrupt is
 Python's fatal "init_import_site" error, and the first lines of the wrapper pip or conda writes, before it
@@ -74,19 +76,32 @@ def start(
     return process
 
 
-def interrupt(process: subprocess.Popen[str], after: float = 0) -> tuple[int, str, str]:
+# The line and exit status each signal ends a command with.
+ENDINGS = {
+    signal.SIGINT: ("interrupted", 130),
+    signal.SIGTERM: ("terminated (SIGTERM)", 143),
+    signal.SIGHUP: ("terminated (SIGHUP)", 129),
+}
+SIGNALS = pytest.mark.parametrize("signum", list(ENDINGS), ids=["INT", "TERM", "HUP"])
+
+
+def interrupt(
+    process: subprocess.Popen[str], after: float = 0, signum: int = signal.SIGINT
+) -> tuple[int, str, str]:
     time.sleep(after)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     out, err = process.communicate(timeout=60)
     return process.returncode, out, err
 
 
-def assert_interrupted(prog: str, outcome: tuple[int, str, str]) -> None:
+def assert_interrupted(prog: str, outcome: tuple[int, str, str], signum: int = signal.SIGINT) -> None:
     status, out, err = outcome
-    assert (status, err) == (130, f"{prog}: interrupted\n"), out + err
+    word, code = ENDINGS[signal.Signals(signum)]
+    assert (status, err) == (code, f"{prog}: {word}\n"), out + err
     assert out == ""
 
 
+@SIGNALS
 @pytest.mark.parametrize(
     ("prog", "argv"),
     [
@@ -94,9 +109,11 @@ def assert_interrupted(prog: str, outcome: tuple[int, str, str]) -> None:
         ("flagtree-verify", []),
     ],
 )
-def test_an_interrupt_while_the_command_imports(prog: str, argv: list[str], tmp_path: Path) -> None:
+def test_an_interrupt_while_the_command_imports(
+    prog: str, argv: list[str], tmp_path: Path, signum: int
+) -> None:
     process = start([_script(prog), *argv], "import:rich.console", tmp_path)
-    assert_interrupted(prog, interrupt(process))
+    assert_interrupted(prog, interrupt(process, signum=signum), signum)
 
 
 def test_an_interrupt_while_verify_imports_flagtree(tmp_path: Path) -> None:
@@ -146,29 +163,33 @@ def applied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return made
 
 
+@SIGNALS
 @pytest.mark.parametrize("moment", ["os.mkdir:", "open:.tmp", "os.rename:"])
 def test_an_interrupt_while_apply_writes_lands_the_whole_set(
-    moment: str, tmp_path: Path, applied: dict[str, str]
+    moment: str, tmp_path: Path, applied: dict[str, str], signum: int
 ) -> None:
-    """Ctrl-C is held back while the scripts are written (folders, temporary files, renames): all four land,
-    then the line."""
+    """The signal is held back while the scripts are written (folders, temporary files, renames): all four
+    land, then the line; no temporary file is left (tree() lists every file, hidden ones too)."""
     prefix = conda_env(tmp_path / "env")
     argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
-    # Ctrl-C is held back for the whole pause, so it must be long enough for the SIGINT to land inside it on
-    # a loaded machine (0.5 s was not, beside the mutation runner).
+    # The signal is held back for the whole pause, so it must be long enough for it to land inside it on a
+    # loaded machine (0.5 s was not, beside the mutation runner).
     process = start(argv, moment, tmp_path, seconds=HELD, env={"CONDA_PREFIX": str(prefix)})
-    assert_interrupted("flagtree-doctor", interrupt(process))
+    assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
     assert tree(prefix) == applied
 
 
-def test_an_interrupted_undo_removes_all_or_nothing(tmp_path: Path, applied: dict[str, str]) -> None:
+@SIGNALS
+def test_an_interrupted_undo_removes_all_or_nothing(
+    tmp_path: Path, applied: dict[str, str], signum: int
+) -> None:
     prefix = conda_env(tmp_path / "env")
     env = {"CONDA_PREFIX": str(prefix)}
     argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
     assert subprocess.run(argv, env={**os.environ, **env}, capture_output=True, check=False).returncode == 0
     assert tree(prefix) == applied
     process = start([*argv, "--undo"], "os.remove:", tmp_path, seconds=HELD, env=env)
-    assert_interrupted("flagtree-doctor", interrupt(process))
+    assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
     assert tree(prefix) == {"conda-meta": "/"}
 
 

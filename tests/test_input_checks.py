@@ -7,7 +7,6 @@ too long; and any other file-system error, from every command, as one line namin
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from _stub_channel import write_package
-from _tools import missing, require_executable
+from _tools import as_a_user
 from _toy import RECIPES, build_args, error_line, leftovers, native_args
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.cli import main
@@ -209,23 +208,9 @@ def test_an_output_folder_that_cannot_be_used(tmp_path: Path, capsys: pytest.Cap
     assert a_file.read_text() == "mine"
 
 
-def _as_a_user(argv: list[str]) -> list[str]:
-    """``argv`` run without root's right to write anywhere: as root, as `nobody` in a user namespace (files
-    owned by root are then its own, and their mode bits hold); as any other user, as it is."""
-    if os.geteuid() != 0:
-        return argv
-    unshare = require_executable("unshare", "util-linux")
-    user = [unshare, "--user", "--map-user=65534", "--map-group=65534"]
-    if subprocess.run([*user, "true"], capture_output=True, check=False).returncode != 0:
-        missing(
-            "unshare --user is not permitted here", "run as a user other than root, or allow user namespaces"
-        )
-    return [*user, *argv]
-
-
 def _run(argv: list[str], cwd: Path) -> tuple[int, str]:
     done = subprocess.run(
-        _as_a_user([sys.executable, "-m", "flagtree_feedstock", *argv]),
+        as_a_user([sys.executable, "-m", "flagtree_feedstock", *argv]),
         cwd=cwd,
         capture_output=True,
         text=True,

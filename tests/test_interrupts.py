@@ -1,23 +1,33 @@
-"""Ctrl-C in flagtree-feedstock: a real SIGINT to a real process, at the moments a user meets.
+"""Signals in flagtree-feedstock: real SIGINT, SIGTERM, SIGHUP and SIGKILL to a real process, at the moments a
+user (a terminal, a cancelled CI job, ``timeout``, a dropped ssh session) meets.
 
-Whatever the moment, the command ends with one line, ``flagtree-feedstock: interrupted``, exit status 130
-and no traceback; during a build, the engine's processes (the build script and its children) are ended, the
-packages finished before are kept and indexed, and nothing else is left.
+Whatever the moment, SIGINT, SIGTERM and SIGHUP end the command the same way: one line
+(``flagtree-feedstock: interrupted`` for SIGINT, ``flagtree-feedstock: terminated (SIGTERM)`` for the
+others), exit status 128 + the signal's number, no traceback; during a build, every process of the engine's
+worker session (the build script and its children) is ended, the packages finished before are kept and
+indexed, the staging folder is removed, and the output folder's lock is released only after all that. A
+SIGKILL of the toolkit, which it cannot handle, does not leave its worker running either.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from _toy import RECIPES, build_args, leftovers, native_args, published
+from flagtree_doctor.interrupts import Interrupted, catch_signals
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._processes import Process
 from flagtree_feedstock.build import output_dir
 
 VENV_BIN = Path(sys.executable).parent
@@ -46,6 +56,17 @@ sys.meta_path.insert(0, _Pause())
 """
 
 
+HOOK = Path(__file__).parent / "interrupt_hook"
+# The line and exit status each signal ends a command with.
+ENDINGS = {
+    signal.SIGINT: ("flagtree-feedstock: interrupted", 130),
+    signal.SIGTERM: ("flagtree-feedstock: terminated (SIGTERM)", 143),
+    signal.SIGHUP: ("flagtree-feedstock: terminated (SIGHUP)", 129),
+}
+# The worker's watchdog, as /proc/PID/comm names it (build/_worker.py).
+WATCHDOG = "flagtree-watch"
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` still runs (a zombie has ended)."""
     try:
@@ -53,6 +74,28 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in {"Z", "X"}
+
+
+def _session(session: int) -> dict[int, str]:
+    """The running processes of ``session`` and their names (/proc/PID/comm)."""
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] not in {"Z", "X"}:
+            found[int(entry.name)] = name
+    return found
+
+
+def _until(condition: object, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout} s")
+        time.sleep(0.02)
 
 
 def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
@@ -67,41 +110,137 @@ def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 120) 
         time.sleep(0.02)
 
 
-def _interrupted(process: subprocess.Popen[str], *, group: bool) -> str:
-    """Send SIGINT (to the process, or to its whole process group as a terminal's Ctrl-C does); its stderr."""
+def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) -> str:
+    """Send ``signum`` (to the process, or to its whole process group as a terminal's Ctrl-C does); check the
+    one line and the exit status it ends with; its stderr."""
     if group:
-        os.killpg(process.pid, signal.SIGINT)
+        os.killpg(process.pid, signum)
     else:
-        os.kill(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
-    assert stderr.splitlines()[-1] == "flagtree-feedstock: interrupted", stderr
+        os.kill(process.pid, signum)
+    process.wait(timeout=60)
+    try:
+        _, stderr = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"{process.args[1:3]} ended ({process.returncode}), a process it started holds its output"
+        )
+    line, status = ENDINGS[signal.Signals(signum)]
+    assert process.returncode == status, stderr
+    assert stderr.splitlines()[-1] == line, stderr
     assert "Traceback" not in stderr
     assert "flagtree-feedstock: error" not in stderr
     return stderr
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["kill-INT-pid", "ctrl-c-at-a-terminal"])
-def test_ctrl_c_during_a_build_script(tmp_path: Path, empty_channel: Path, group: bool) -> None:
-    marker = tmp_path / "marker"
+def _killed(process: subprocess.Popen[str]) -> None:
+    """SIGKILL the toolkit; once it has ended, stop reading what it wrote (what it started may hold that)."""
+    process.kill()
+    process.wait(timeout=60)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@pytest.fixture
+def toy_slow(tmp_path: Path, empty_channel: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start `flagtree-feedstock build` of toy-slow into tmp_path/channel, in its own process group; returns
+    once toy-slow's build script runs (its marker, tmp_path/marker, is there). After the test, whatever of
+    the build still runs (the test failed) is SIGKILLed: nothing outlives a test."""
+    started: list[tuple[subprocess.Popen[str], Process]] = []
+
+    def start(**env: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [str(CONSOLE_SCRIPT), *build_args("toy-slow", tmp_path / "channel", *native_args(empty_channel))],
+            env={**os.environ, "TOY_MARKER": str(tmp_path / "marker"), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, which a terminal's Ctrl-C signals whole
+        )
+        _wait_for(tmp_path / "marker", process)
+        worker = Process.of(os.getsid(int((tmp_path / "marker").read_text().split()[0])))
+        assert worker is not None
+        started.append((process, worker))
+        return process
+
+    yield start
+    for process, worker in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        _end_all(worker.pid, worker)
+
+
+def _running_when_the_lock_is_free(lock: Path, watched: list[int], found: list[list[int]]) -> None:
+    """Take the lock file's flock as soon as it is free (polling); note which of ``watched`` ran then."""
+    with lock.open("rb") as probe:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                time.sleep(0.01)
+                continue
+            found.append([pid for pid in watched if _alive(pid)])
+            return
+
+
+def _end_all(session: int, leader: Process) -> None:
+    """SIGKILL every process of ``session`` until none is left (what a test itself left running). ``leader``
+    made the session: when its pid is another process's now, so is the session, and nothing is signalled."""
+    now = Process.of(session)
+    if now is not None and now.start != leader.start:
+        return
+    for _ in range(50):
+        members = _session(session)
+        if not members:
+            return
+        for pid in members:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("signum", "group"),
+    [
+        (signal.SIGINT, False),
+        (signal.SIGINT, True),
+        (signal.SIGTERM, False),
+        (signal.SIGHUP, False),
+    ],
+    ids=["kill-INT-pid", "ctrl-c-at-a-terminal", "kill-TERM-pid", "kill-HUP-pid"],
+)
+def test_a_signal_during_a_build_script(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], signum: int, group: bool
+) -> None:
+    """Each of the three ends the same way. Under SIGTERM the build script's child ignores SIGTERM (as a
+    program may): the toolkit's SIGKILL after the grace period ends it, and only then is the lock released."""
     log = tmp_path / "builds.log"
     out = tmp_path / "channel"
-    process = subprocess.Popen(
-        [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
-        env={**os.environ, "TOY_MARKER": str(marker), "TOY_BUILD_LOG": str(log)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, which a terminal's Ctrl-C signals whole
+    stubborn = {"TOY_STUBBORN": "1"} if signum == signal.SIGTERM else {}
+    process = toy_slow(TOY_BUILD_LOG=str(log), **stubborn)
+    shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
+    session = list(_session(os.getsid(shell)))
+    assert os.getsid(shell) in session  # the worker leads the session
+    running: list[list[int]] = []
+    prober = threading.Thread(
+        target=_running_when_the_lock_is_free, args=(tmp_path / ".channel.lock", session, running)
     )
-    _wait_for(marker, process)
-    shell, child = (int(pid) for pid in marker.read_text().split())
-    stderr = _interrupted(process, group=group)
+    prober.start()
+    stderr = _ended(process, signum, group=group)
+    prober.join()
+    assert running == [[]], (
+        f"the lock was released while these processes of the worker's session ran: {running}"
+    )
     assert "Script failed" not in stderr
     assert not _alive(shell), "the build script still runs"
     assert not _alive(child), "a process the build script started still runs"
+    assert not [pid for pid in session if _alive(pid)], "a process of the worker's session still runs"
     assert log.read_text().splitlines() == ["toy-quick", "toy-slow"]
-    # toy-quick, finished before the interrupt, is kept and indexed; nothing of toy-slow, no staging folder.
+    # toy-quick, finished before the signal, is kept and indexed; nothing of toy-slow, no staging folder.
     (quick,) = published(out)
     assert quick.startswith("toy-quick-1.0-")
     assert sorted(leftovers(out)) == sorted(
@@ -109,18 +248,93 @@ def test_ctrl_c_during_a_build_script(tmp_path: Path, empty_channel: Path, group
     )
 
 
+def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """SIGKILL cannot be handled: the system kills the worker (PR_SET_PDEATHSIG), and its watchdog ends the
+    rest of the session (the build script's child, which ignores SIGTERM, with SIGKILL after the grace
+    period) and removes the staging folder. The worker and the watchdog hold the lock with the toolkit: it is
+    free only once they are gone."""
+    out = tmp_path / "channel"
+    process = toy_slow(TOY_STUBBORN="1")
+    shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
+    worker = os.getsid(shell)
+    session = _session(worker)
+    assert WATCHDOG in session.values(), session
+    assert [p.name for p in tmp_path.glob(".channel-staging-*")]
+    running: list[list[int]] = []
+    prober = threading.Thread(
+        target=_running_when_the_lock_is_free, args=(tmp_path / ".channel.lock", list(session), running)
+    )
+    prober.start()
+    _killed(process)
+    prober.join()
+    assert running == [[]], (
+        f"the lock was released while these processes of the worker's session ran: {running}"
+    )
+    assert not _session(worker)
+    assert not [pid for pid in (worker, shell, child) if _alive(pid)]
+    assert not list(tmp_path.glob(".channel-staging-*"))
+    assert len(published(out)) == 1  # toy-quick, finished before the SIGKILL: kept, and indexed
+
+
+def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_names_what_it_left(
+    tmp_path: Path, empty_channel: Path, toy_slow: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """The watchdog killed too (SIGKILL of both): the system still kills the worker with the toolkit, while
+    the build script waits without a word (a worker that writes to the dead toolkit's pipe ends of that). The
+    build script is left running, and nothing ends it now: a rerun into the folder refuses to build beside
+    it, naming its processes."""
+    out = tmp_path / "channel"
+    process = toy_slow()
+    shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
+    worker = os.getsid(shell)
+    (watchdog,) = [pid for pid, name in _session(worker).items() if name == WATCHDOG]
+    os.kill(watchdog, signal.SIGKILL)
+    _killed(process)
+    _until(lambda: not _alive(worker), "the worker ended with the toolkit")
+    assert _alive(shell)
+    assert _alive(child)
+    rerun = subprocess.run(
+        [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
+        env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    (line,) = [line for line in rerun.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
+    assert rerun.returncode == 12, rerun.stderr
+    named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
+    assert f" of an earlier build into {out} still runs" in line
+    listed = line.rsplit("(kill ", 1)[1].split(")", 1)[0].split()
+    assert {named, shell, child} <= {int(pid) for pid in listed}
+    assert line.endswith("), then rerun)")
+    assert len(published(out)) == 1  # toy-quick, from the killed build; nothing built beside its leftovers
+
+
+LOADING = {
+    "console-script": "rich.console",  # while the wrapper's import of the CLI loads
+    "python -m": "rich.console",
+    "build --render-only": "flagtree_feedstock.recipe.render",
+    "channel index": "rattler.index",
+    "channel install": "rattler",
+    "upload": "flagtree_feedstock.channel.upload",
+}
+
+
 @pytest.mark.parametrize(
-    ("command", "module"),
+    ("command", "signum"),
     [
-        ("console-script", "rich.console"),  # while the wrapper's import of the CLI loads
-        ("python -m", "rich.console"),
-        ("build --render-only", "flagtree_feedstock.recipe.render"),
-        ("channel index", "rattler.index"),
-        ("channel install", "rattler"),
-        ("upload", "flagtree_feedstock.channel.upload"),
+        *((command, signal.SIGINT) for command in LOADING),
+        *(
+            (command, signum)
+            for command in ("console-script", "channel index", "upload")
+            for signum in (signal.SIGTERM, signal.SIGHUP)
+        ),
     ],
 )
-def test_ctrl_c_while_a_command_loads(tmp_path: Path, command: str, module: str) -> None:
+def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: int) -> None:
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(PAUSE_AT_IMPORT)
     marker = tmp_path / "paused"
@@ -142,7 +356,7 @@ def test_ctrl_c_while_a_command_loads(tmp_path: Path, command: str, module: str)
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")])
             ),
-            "TOY_PAUSE_AT": module,
+            "TOY_PAUSE_AT": LOADING[command],
             "TOY_PAUSE_MARKER": str(marker),
         },
         stdout=subprocess.PIPE,
@@ -150,11 +364,143 @@ def test_ctrl_c_while_a_command_loads(tmp_path: Path, command: str, module: str)
         text=True,
     )
     _wait_for(marker, process)
-    _interrupted(process, group=False)
+    _ended(process, signum)
     # Nothing written; `channel index` took the folder's lock (a lock file beside it, kept by design).
     lock = [".channel.lock"] if command == "channel index" else []
     assert sorted(p.name for p in tmp_path.iterdir()) == [*lock, "channel", "paused", "site"]
     assert sorted(p.name for p in channel.rglob("*")) == ["noarch"]
+
+
+def _paused(argv: list[str], pause: str, tmp_path: Path, **env: str) -> subprocess.Popen[str]:
+    """``argv`` held for 2 s at the first audit event ``pause`` (tests/interrupt_hook); returns once there."""
+    ready = tmp_path / "ready"
+    process = subprocess.Popen(
+        argv,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
+            "FLAGTREE_TEST_PAUSE": pause,
+            "FLAGTREE_TEST_READY": str(ready),
+            "FLAGTREE_TEST_PAUSE_SECONDS": "2",
+            **env,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(ready, process)
+    return process
+
+
+@pytest.fixture(scope="module")
+def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A channel folder holding toy-quick, built once (its index is removed by each test's copy)."""
+    from _toy import make_empty_channel  # noqa: PLC0415
+
+    base = tmp_path_factory.mktemp("toy-channel")
+    out = base / "channel"
+    empty = make_empty_channel(base / "empty")
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty), "--output", "toy-quick")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_signal_while_channel_index_writes_waits_for_the_index_and_leaves_no_tmp(
+    tmp_path: Path, toy_channel: Path, signum: int
+) -> None:
+    """The signal lands while the indexer's scratch folder (.tmp, py-rattler's) is there: it is held until
+    the index is written and the scratch folder removed."""
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    process = _paused(
+        [str(CONSOLE_SCRIPT), "channel", "index", str(channel)], "shutil.rmtree:/.tmp", tmp_path
+    )
+    assert (channel / ".tmp").is_dir()
+    _ended(process, signum)
+    assert published(channel) == [package.name]
+    assert sorted(str(p.relative_to(channel)) for p in channel.rglob("*")) == sorted(
+        ["linux-64", f"linux-64/{package.name}", "linux-64/repodata.json", "noarch", "noarch/repodata.json"]
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_signal_while_upload_waits_for_the_server(tmp_path: Path, toy_channel: Path, signum: int) -> None:
+    """A server that takes the request and never answers: the signal ends the upload at once, one line."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    asked = tmp_path / "asked"
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        held.append(connection)
+        connection.recv(65536)
+        asked.touch()  # and never answers
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    argv = [str(CONSOLE_SCRIPT), "upload", str(toy_channel), "--to", "prefix", "--channel", "x"]
+    process = subprocess.Popen(
+        [*argv, "--url", f"http://127.0.0.1:{port}"],
+        env={**os.environ, "PREFIX_API_KEY": "secret-token", "TMPDIR": str(scratch), "no_proxy": "127.0.0.1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(asked, process)
+        stderr = _ended(process, signum)
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+    assert "secret-token" not in stderr
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: Path) -> None:
+    """SIGTERM at the first rename of the staged files: every staged file is removed, none has moved."""
+    import yaml  # noqa: PLC0415
+
+    from _bump_sources import copy_feedstock, make_standins  # noqa: PLC0415
+
+    pins = yaml.safe_load((RECIPES.parents[1] / "recipe" / "conda_build_config.yaml").read_text())
+    standins = make_standins(tmp_path / "upstream", pins["llvm_commit"][0])
+    feedstock = copy_feedstock(tmp_path / "feedstock", standins.pin)
+    before = {p: p.read_bytes() for p in feedstock.rglob("*") if p.is_file()}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    argv = [str(CONSOLE_SCRIPT), "bump", "--recipe-dir", str(feedstock / "recipe")]
+    process = _paused(
+        [*argv, "--flagtree-src", str(standins.flagtree), "--to", "only-flagtree"],
+        "os.rename:",
+        tmp_path,
+        TMPDIR=str(scratch),
+    )
+    assert list((feedstock / "recipe").glob(".*.tmp"))  # staged, being moved
+    _ended(process, signal.SIGTERM)
+    assert {p: p.read_bytes() for p in feedstock.rglob("*") if p.is_file()} == before
+    assert list(scratch.iterdir()) == []  # the bump's scratch clones are removed too
+
+
+def test_a_signal_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
+    """nohup ignores SIGHUP for the command it runs: a SIGHUP then changes nothing."""
+    render = [str(CONSOLE_SCRIPT), *build_args("toy-multi", tmp_path / "out", "--render-only")]
+    process = _paused(["nohup", *render], "import:flagtree_feedstock.recipe.render", tmp_path)
+    process.send_signal(signal.SIGHUP)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "packages to build" in out
 
 
 def test_an_interrupt_while_a_package_is_published_waits_for_its_index(
@@ -194,6 +540,31 @@ def test_deferred_interrupts_hold_a_sigint_until_the_block_ends() -> None:
         finished.append(True)
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+@pytest.fixture
+def caught_signals() -> Iterator[None]:
+    """The console scripts' handlers (catch_signals) in this process, for one test."""
+    saved = {signum: signal.getsignal(signum) for signum in ENDINGS}
+    catch_signals()
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("caught_signals")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_deferred_interrupts_hold_each_signal_and_deliver_the_first(signum: int) -> None:
+    finished = []
+    with pytest.raises(Interrupted) as raised, deferred_interrupts():
+        os.kill(os.getpid(), signum)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # both handlers have run by now: they only noted the signals
+        finished.append(True)
+    assert finished == [True]
+    assert raised.value.signum == signum
+    # The command is ending now: the three are ignored, its cleanup is not cut short.
+    assert {signal.getsignal(s) for s in ENDINGS} == {signal.SIG_IGN}
 
 
 def test_the_console_script_is_the_guarded_entry() -> None:

@@ -13,7 +13,18 @@ from pathlib import Path
 PACKAGE = "flagtree_feedstock"
 ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 HELPERS = frozenset(
-    {"errors", "platforms", "_engine", "_http", "_interrupts", "_paths", "_progress", "_subprocess"}
+    {
+        "errors",
+        "platforms",
+        "_engine",
+        "_http",
+        "_interrupts",
+        "_locks",
+        "_paths",
+        "_processes",
+        "_progress",
+        "_subprocess",
+    }
 )
 CLI = frozenset({"cli", "_entry", "__main__", "__init__"})
 # What each part of the package may import, besides itself; the CLI may import anything.

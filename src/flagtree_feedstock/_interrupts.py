@@ -1,49 +1,25 @@
-"""Ctrl-C: what the CLI prints for it, and the steps it must not cut in half.
+"""How a ``flagtree-feedstock`` command ends on a signal, and the steps a signal must not cut in half.
 
-A Ctrl-C ends any command with one line, ``flagtree-feedstock: interrupted``, and exit status 130 (128 +
-SIGINT, what a shell reports for a command that SIGINT ended). Writing a package into the output folder,
-indexing it and removing scratch folders take a moment each; an interrupt that comes in meanwhile is held
-until that step is done, so it never leaves a file half-written.
+SIGINT (Ctrl-C), SIGTERM (a cancelled CI job, ``timeout``, systemd) and SIGHUP (a closed terminal or ssh
+session) take one path, the doctor's (:mod:`flagtree_doctor.interrupts`): each is raised as a
+:class:`KeyboardInterrupt` in the main thread, so every cleanup runs (during a build: the engine's worker and
+everything it started are ended, the staging folder is removed, the packages finished before are kept and
+indexed, and only then is the output folder's lock released), and the command ends with one line,
+``flagtree-feedstock: interrupted`` (exit status 130) or ``flagtree-feedstock: terminated (SIGTERM)`` (143;
+SIGHUP: 129). Writing a package into the output folder, indexing it and removing scratch folders take a
+moment each; a signal that comes in meanwhile is held until that step is done (:func:`deferred_interrupts`),
+so it never leaves a file half-written.
 """
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
+from flagtree_doctor.interrupts import Interrupted, deferred_interrupts, report
 
 PROG = "flagtree-feedstock"
-EXIT_INTERRUPTED = 130
+
+__all__ = ["PROG", "Interrupted", "deferred_interrupts", "report_interrupt"]
 
 
-def report_interrupt() -> int:
-    """Print the one line for an interrupt and return its exit status; a second Ctrl-C is ignored now."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    print(f"{PROG}: interrupted", file=sys.stderr)
-    return EXIT_INTERRUPTED
-
-
-@contextmanager
-def deferred_interrupts() -> Iterator[None]:
-    """Hold SIGINT while the block runs, then raise :class:`KeyboardInterrupt` if one came in.
-
-    Signal handlers belong to the main thread: elsewhere the block runs as it is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
-        if received:
-            raise KeyboardInterrupt
+def report_interrupt(interrupt: KeyboardInterrupt) -> int:
+    """Print the one line for ``interrupt`` and return its exit status, 128 + the signal's number."""
+    return report(PROG, interrupt)

@@ -18,7 +18,7 @@ from rich.table import Table
 from flagtree_doctor.terminal import new_console, print_json
 
 from . import __version__, llvm_archive
-from ._interrupts import EXIT_INTERRUPTED
+from ._interrupts import report_interrupt
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from .build.options import TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
@@ -226,9 +226,8 @@ def main(  # noqa: PLR0911 - a return per command
             traceback.print_exc()
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return error.return_code
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:  # SIGINT, SIGTERM or SIGHUP (_interrupts)
+        return report_interrupt(interrupt)
 
 
 def _configure_logging(err: Console) -> None:
@@ -468,12 +467,12 @@ def _print_rendered(
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:
-    from .build.output_dir import output_lock  # noqa: PLC0415
+    from ._locks import folder_lock  # noqa: PLC0415
     from .channel.folder import index_channel, smoke_install  # noqa: PLC0415
 
     if args.channel_command == "index":
         # A build may be writing into the folder: wait for it (a folder that is not there takes no lock file).
-        with output_lock(args.channel_dir) if args.channel_dir.is_dir() else nullcontext():
+        with folder_lock(args.channel_dir) if args.channel_dir.is_dir() else nullcontext():
             for repodata in index_channel(args.channel_dir):
                 out.print(f"indexed {repodata}")
         return 0

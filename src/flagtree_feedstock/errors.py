@@ -63,6 +63,12 @@ class ChannelError(FeedstockError):
     return_code = 9
 
 
+class FolderBusyError(FeedstockError):
+    """Processes of an earlier build, whose command was killed, still run for the output folder."""
+
+    return_code = 12
+
+
 class FileAccessError(FeedstockError):
     """A file or folder could not be read or written: a permission, a path too long, a full disk."""
 

@@ -4,11 +4,11 @@ conda sources ``$CONDA_PREFIX/etc/conda/activate.d/*.sh`` (bash, zsh, other POSI
 ``conda activate``, and ``deactivate.d`` on ``conda deactivate``. Ours set each variable only where the user
 has not set it (even to an empty value), remember which ones they set, and deactivation unsets exactly those,
 so the user's environment comes back as it was. Writing is idempotent (an unchanged file is not rewritten)
-and atomic: every file is first written beside its place, then each is renamed into it, with Ctrl-C held
-back until the whole set is in place, so an interrupt leaves the old set or the new one and a failure never
-a half-written file; what a failed write created (temporary files, folders) is removed. ``--undo`` removes
-the scripts, and the folders ``--apply`` made for them (each holds a marker file saying so) once they are
-empty. Only files that carry our header are ever replaced or removed. A folder that cannot be written (a
+and atomic: every file is first written beside its place, then each is renamed into it, with SIGINT, SIGTERM
+and SIGHUP held back until the whole set is in place, so a signal leaves the old set or the new one and a
+failure never a half-written file; what a failed write created (temporary files, folders) is removed.
+``--undo`` removes the scripts, and the folders ``--apply`` made for them (each holds a marker file saying
+so) once they are empty. Only files that carry our header are ever replaced or removed. A folder that cannot be written (a
 read-only or another user's environment) is one error naming it.
 """
 
@@ -17,15 +17,14 @@ from __future__ import annotations
 import errno
 import os
 import shlex
-import signal
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigurationError, EnvironmentNotActiveError, EnvironmentWriteError
+from .interrupts import deferred_interrupts
 from .openmp import SHELLS, Shell, fish_quote
 
 NAME = "flagtree-doctor-openmp"
@@ -132,19 +131,6 @@ def _check_replaceable(path: Path) -> None:
 
 
 @contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back (delivered on leaving) so a series of renames is never cut in two."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-@contextmanager
 def _writing(folder: Path, what: str, command: str = "flagtree-doctor --apply") -> Iterator[None]:
     """Turn an OSError while ``what``-ing in ``folder`` into one error line that names the folder."""
     try:
@@ -188,7 +174,8 @@ def _remove_made(folders: list[Path]) -> None:
 def write(wanted: list[Script]) -> list[Path]:
     """Put ``wanted`` in place; return the paths that changed (none when every file was current).
 
-    A few small files: Ctrl-C is held back until the whole set is in place (or, after an error, cleaned up).
+    A few small files: SIGINT, SIGTERM and SIGHUP are held back until the whole set is in place (or, after
+    an error, cleaned up).
     """
     changed = [s for s in wanted if not (s.path.exists() and s.path.read_text(encoding="utf-8") == s.text)]
     for script in changed:
@@ -196,7 +183,7 @@ def write(wanted: list[Script]) -> list[Path]:
     staged: list[tuple[Path, Path]] = []
     made: list[Path] = []
     committed = False
-    with _interrupts_held():
+    with deferred_interrupts():
         try:
             for script in changed:
                 folder = script.path.parent
@@ -229,7 +216,7 @@ def remove(prefix: Path) -> list[Path]:
     conda = prefix / "etc" / "conda"
     folders = (conda / "activate.d", conda / "deactivate.d", conda, conda.parent)  # deepest first
     made = [folder for folder in folders if (folder / MADE_MARKER).exists()]
-    with _interrupts_held():
+    with deferred_interrupts():
         for path in present:
             with _writing(path.parent, f"remove {path.name} from", "flagtree-doctor --apply --undo"):
                 path.unlink()

@@ -1,36 +1,58 @@
-"""One engine call in a process of its own: ``python -m flagtree_feedstock.build._worker CALL EVENTS_FD``.
+"""One engine call in a process of its own: ``python -m flagtree_feedstock.build._worker CALL FDS PARENT``.
 
-py-rattler-build 0.73 holds the GIL through a whole build and never checks for signals: in-process, a
-Ctrl-C would reach Python only after the build script ended, and a SIGINT sent to the toolkit alone (not to
-the script) would wait for the whole build. So each engine call runs in a child process in a session of
-its own, which the toolkit waits for in plain Python; on Ctrl-C it ends every process of that session (the
-engine, the build script, the compilers it started) and nothing is left running.
+py-rattler-build runs a whole build in one call that never returns to Python's main loop, which is where a
+signal handler runs: in-process, a Ctrl-C or a SIGTERM would reach Python only after the build script
+ended, and a signal sent to the toolkit alone (not to the script) would wait for the whole build. So each
+engine call runs in a child process, the worker, in a session of its own, which the toolkit waits for in
+plain Python. However the call ends (done, failed, or the toolkit ended by SIGINT, SIGTERM or SIGHUP), the
+toolkit ends every process of that session (the engine, the build script, the compilers it started) before
+it goes on: nothing is left running, and the output folder's lock, which the worker holds too, is released
+only after.
 
-The child renders the recipe again (the same files, platforms and variant, so the same package), runs the
-engine, and reports its progress events and its result as JSON lines on a pipe (``EVENTS_FD``).
+If the toolkit itself is killed (SIGKILL, which it cannot handle), the worker does not outlive it: the
+system kills it at once (``PR_SET_PDEATHSIG``, set by the worker on itself). The system watches the thread
+that started the worker, not the whole toolkit; that thread waits for the worker in :func:`run_engine` and
+ends it before going on, so it cannot end first while the toolkit lives, whichever thread it is. The worker's
+watchdog, a process the worker forks into its session before the engine starts, ends the rest of the session
+(the build script and everything it started, which the system does not signal) and removes the staging
+folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
+when it lets go of the worker on purpose; an end of file without that byte means it is gone. A thread in
+the worker could not do this: it dies with the worker.
+
+The worker renders the recipe again (the same files, platforms and variant, so the same package), runs the
+engine, and reports its progress events and its result as JSON lines on a pipe (the events).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
-import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
+from flagtree_feedstock import _processes
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._locks import FolderLock
 
-# How long the processes of an interrupted call get to end after SIGTERM, before SIGKILL.
+# How long the processes of an ended call get to end after SIGTERM, before SIGKILL.
 GRACE_SECONDS = 5.0
+# What the toolkit writes into the lifeline when it lets go of the worker itself (it then ends the session).
+_LETTING_GO = b"."
+# The watchdog's name in ps and /proc/PID/comm (at most 15 bytes).
+WATCHDOG_NAME = b"flagtree-watch"
+_PR_SET_NAME = 15
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,72 +96,77 @@ def engine_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "PATH": os.pathsep.join([*path, scripts] if scripts not in path else path)}
 
 
-def run_engine(call: EngineCall, *, events: object | None, env: Mapping[str, str]) -> EngineResult:
+def run_engine(
+    call: EngineCall, *, events: object | None, env: Mapping[str, str], lock: FolderLock | None = None
+) -> EngineResult:
     """Run ``call`` in a worker process and hand its progress events to ``events`` (a ProgressCallback).
 
-    On any exception here (a Ctrl-C above all) every process of the worker's session is ended before the
-    exception goes on: nothing the engine started outlives the call.
+    The worker holds ``lock`` (the output folder's) with this process, and is named in its record. However
+    this call ends (an exception, a signal above all, included), every process of the worker's session is
+    ended before it returns or the exception goes on: nothing the engine started outlives the call.
     """
-    read_end, write_end = os.pipe()
-    try:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", __name__, json.dumps(asdict(call)), str(write_end)],
-            pass_fds=(write_end,),
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            env=engine_environment(env),
-        )
-    except BaseException:
-        os.close(read_end)
-        raise
-    finally:
-        os.close(write_end)
+    events_read, events_write = os.pipe()
+    lifeline_read, lifeline_write = os.pipe()
+    held = [events_write, lifeline_read, *([lock.fileno()] if lock is not None else [])]
+    worker: subprocess.Popen[bytes] | None = None
     result: EngineResult | None = None
-    try:
-        with os.fdopen(read_end, encoding="utf-8") as pipe:
-            for line in pipe:
-                message = json.loads(line)
-                if "result" in message:
-                    result = EngineResult(outcome=message["result"], text=message.get("text", ""))
-                elif events is not None:
-                    getattr(events, f"on_{message['event']}")(SimpleNamespace(**message["fields"]))
-        status = worker.wait()
-    except BaseException:
-        with deferred_interrupts():
-            end_session(worker)
-        raise
-    if result is None:
-        return EngineResult(outcome="crash", text=f"the engine's process ended with status {status}")
+    with os.fdopen(events_read, encoding="utf-8") as pipe, os.fdopen(lifeline_write, "wb", 0) as lifeline:
+        try:
+            with deferred_interrupts():  # a signal while it starts ends it below, once it is known
+                try:
+                    worker = subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            __name__,
+                            json.dumps(asdict(call)),
+                            ",".join(str(fd) for fd in held),
+                            str(os.getpid()),
+                        ],
+                        pass_fds=held,
+                        start_new_session=True,
+                        stdin=subprocess.DEVNULL,
+                        env=engine_environment(env),
+                    )
+                finally:
+                    os.close(events_write)
+                    os.close(lifeline_read)
+                if lock is not None:
+                    lock.record_worker(worker.pid)
+            result = _forward_events(pipe, events)
+            # The pipe closes when the worker ends; it stays unreaped, so its pid (the session's id) stays its.
+            os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOWAIT)
+        finally:
+            with deferred_interrupts():
+                with contextlib.suppress(BrokenPipeError):  # the watchdog ended already
+                    lifeline.write(_LETTING_GO)
+                if worker is not None:
+                    end_session(worker)
+    if result is not None:
+        return result
+    return EngineResult(outcome="crash", text=f"the engine's process ended with status {worker.returncode}")
+
+
+def _forward_events(pipe: IO[str], events: object | None) -> EngineResult | None:
+    """Hand each progress event on ``pipe`` to ``events``, until the worker closes it; its result line."""
+    result: EngineResult | None = None
+    for line in pipe:
+        message = json.loads(line)
+        if "result" in message:
+            result = EngineResult(outcome=message["result"], text=message.get("text", ""))
+        elif events is not None:
+            getattr(events, f"on_{message['event']}")(SimpleNamespace(**message["fields"]))
     return result
 
 
 def end_session(worker: subprocess.Popen[bytes]) -> None:
-    """End every process of ``worker``'s session: SIGTERM, then SIGKILL after :data:`GRACE_SECONDS`."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        for pid in session_members(worker.pid):
-            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
-                os.kill(pid, signum)
-        deadline = time.monotonic() + GRACE_SECONDS
-        while time.monotonic() < deadline:
-            worker.poll()  # reaps the worker itself
-            if not session_members(worker.pid):
-                return
-            time.sleep(0.05)
+    """End every process of ``worker``'s session, the worker included, then reap the worker.
+
+    SIGTERM, then SIGKILL after :data:`GRACE_SECONDS`. The worker is reaped last: until then no other
+    process can be given its pid, which is the session's id, so no process outside the session is signalled.
+    """
+    _processes.end_session(worker.pid, grace=GRACE_SECONDS)
     worker.wait()
-
-
-def session_members(session: int) -> list[int]:
-    """The live (not zombie) processes of session ``session``, from ``/proc``."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended meanwhile
-        state, session_id = fields[0], int(fields[3])
-        if session_id == session and state not in {"Z", "X"}:
-            members.append(int(stat.parent.name))
-    return members
 
 
 # The worker's side.
@@ -232,8 +259,13 @@ def main(argv: list[str]) -> int:
         k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(argv[0]).items()
     }
     call = EngineCall(**fields)
-    descriptor = int(argv[1])
-    os.set_inheritable(descriptor, False)  # not for the build script: the pipe must close when we end
+    descriptor, lifeline, *lock = (int(fd) for fd in argv[1].split(","))
+    _end_with_parent(int(argv[2]))
+    _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))
+    # Not for the build script: the events pipe must close when the worker ends, and the lock is released
+    # when the worker and its watchdog are gone, whatever the build script left running.
+    for held in (descriptor, *lock):
+        os.set_inheritable(held, False)
     with os.fdopen(descriptor, "w", encoding="utf-8", buffering=1) as pipe:
 
         def send(message: dict[str, Any]) -> None:
@@ -251,6 +283,46 @@ def main(argv: list[str]) -> int:
             return 2
         send({"result": "ok"})
     return 0
+
+
+def _prctl(option: int, value: int | bytes) -> None:
+    if sys.platform != "linux":
+        return  # the watchdog covers it
+    libc = ctypes.CDLL(None, use_errno=True)
+    argument = ctypes.c_char_p(value) if isinstance(value, bytes) else ctypes.c_ulong(value)
+    if libc.prctl(option, argument, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"prctl({option}): {os.strerror(error)}")
+
+
+def _end_with_parent(parent: int) -> None:
+    """Have the system kill this process when the toolkit ends (the toolkit's thread that started it)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before that took effect
+        os._exit(1)
+
+
+def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> None:
+    """Fork the session's watchdog (see the module's docstring); the worker goes on without the lifeline.
+
+    ``closing``: the events pipe, which the watchdog closes at once (the toolkit reads it until the worker
+    ends). Called before the engine is imported, while this process runs one thread.
+    """
+    if os.fork():
+        os.close(lifeline)
+        return
+    try:
+        os.close(closing)
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for standard in (0, 1, 2):  # the toolkit's terminal or pipes: held by nothing that outlives it
+            os.dup2(quiet, standard)
+        with contextlib.suppress(OSError):  # a name for ps; the watch does not depend on it
+            _prctl(_PR_SET_NAME, WATCHDOG_NAME)
+        if os.read(lifeline, 1) != _LETTING_GO:
+            _processes.end_session(os.getsid(0), grace=GRACE_SECONDS, spare=os.getpid())
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 - It is checked before anything builds (:func:`check_output_dir`): a folder, or one that can be made, and
   writable, with its parent (the staging folder, the lock and the package cache live beside it).
-- One build writes into it at a time (:func:`output_lock`): a second build waits, saying so.
+- One build writes into it at a time (:func:`output_lock`): a second build waits, naming the first; a build
+  refuses to start beside processes a killed build left running.
 - A run builds in a staging folder beside it (:func:`staging_dir`, same file system; above it when its path
   has a blank: :func:`staging_parent`) that holds links to the packages the folder already has
   (:func:`seed_staging`), so the engine solves against them and skips them.
@@ -17,7 +18,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import filecmp
 import logging
 import os
@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._locks import FolderLock, folder_lock
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock.channel.folder import (
     PACKAGE_SUFFIXES,
@@ -37,7 +38,7 @@ from flagtree_feedstock.channel.folder import (
     package_files,
     package_stem,
 )
-from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
+from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
 
 LOGGER = logging.getLogger(__name__)
 
@@ -84,32 +85,24 @@ def staging_parent(channel_dir: Path) -> Path:
 
 
 @contextmanager
-def output_lock(channel_dir: Path) -> Iterator[None]:
-    """Hold the output folder's lock (``.<name>.lock`` beside it); wait, saying so, while another build does.
+def output_lock(channel_dir: Path) -> Iterator[FolderLock]:
+    """Hold the output folder's lock (:mod:`flagtree_feedstock._locks`); wait, naming its holder, while
+    another command does. Refuse, naming them, when processes of an earlier build into the folder still run:
+    its command was killed, and so was the watchdog that would have ended them.
 
-    The lock is an ``flock`` on that file: the system releases it when its holder ends in any way, so a
-    crashed build never leaves the folder locked. The file itself stays (removing it would let a third
-    build lock a new file while the second waits on the old one).
+    The lock file itself stays (removing it would let a third build lock a new file while the second waits
+    on the old one).
     """
-    lock_path = _beside(channel_dir, ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "another process"
-            LOGGER.warning(
-                "waiting for the build into %s by %s to finish (one build writes into a folder at a time)",
-                channel_dir,
-                holder,
+    with folder_lock(channel_dir) as lock:
+        left = lock.left_running()
+        if left:
+            raise FolderBusyError(
+                f"{left[0].describe()} of an earlier build into {channel_dir} still runs"
+                + (f", and {len(left) - 1} more of that build" if len(left) > 1 else "")
+                + "; its command ended without ending them",
+                fix=f"wait for them to end, or end them (kill {' '.join(str(p.pid) for p in left)}), then rerun",
             )
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"process {os.getpid()}\n")
-        lock.flush()
-        yield
+        yield lock
 
 
 @contextmanager

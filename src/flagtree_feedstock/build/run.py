@@ -118,7 +118,7 @@ def run_plan(
     channel_dir = settings.channel_dir
     subdirs = (source.target_platform, "noarch")
     published: list[Path] = []
-    with output_lock(channel_dir):
+    with output_lock(channel_dir) as lock:
         index_held(channel_dir)
         todo = []
         for step in plan:
@@ -143,7 +143,7 @@ def run_plan(
                 call = _engine_call(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
-                result = run_engine(call, events=engine_events, env=env)
+                result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths in what lands; the staging index then lists the rewritten files.
                 if scrub_new_packages(staging, known, channel_dir, channels):
                     index_channel(staging, check=False)

@@ -1,0 +1,93 @@
+"""Processes, as ``/proc`` shows them: which run, which belong to a session, and ending a session whole.
+
+A pid alone does not name a process for long: the system gives it to a new process once the old one is gone
+and reaped. With its start time (``/proc/PID/stat``, clock ticks after boot) it names one process for good,
+so a pid recorded by one command (the output folder's lock file) can be checked by another.
+A session's id is the pid of the process that made it (the engine's worker, :mod:`.build._worker`): the
+system does not give that pid to a new process while any process of the session runs, not even when the
+worker itself has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_PROC = Path("/proc")
+# A command line is shown up to this many characters (the engine worker's holds a whole JSON document).
+_COMMAND_CHARS = 160
+
+
+@dataclass(frozen=True, kw_only=True)
+class Process:
+    """One process: its pid, its start time (which tells it from a later process with that pid), its
+    command line as one line."""
+
+    pid: int
+    start: int
+    command: str
+
+    @classmethod
+    def of(cls, pid: int) -> Process | None:
+        """The process ``pid`` as it runs now; None when there is none (or only its exit status, a zombie)."""
+        fields = _stat(pid)
+        if fields is None:
+            return None
+        try:
+            words = (_PROC / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:
+            return None  # ended meanwhile
+        command = " ".join(w.decode(errors="replace") for w in words).replace("\n", " ")
+        if len(command) > _COMMAND_CHARS:
+            command = command[: _COMMAND_CHARS - 3] + "..."
+        return cls(pid=pid, start=int(fields[19]), command=command or "?")
+
+    def alive(self) -> bool:
+        """Whether this very process still runs (not a later one given the same pid)."""
+        now = _stat(self.pid)
+        return now is not None and int(now[19]) == self.start
+
+    def describe(self) -> str:
+        return f"process {self.pid} ({self.command})"
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (the state first), or None when ``pid`` does
+    not run (no such process, or a zombie)."""
+    try:
+        fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in {"Z", "X"} else fields
+
+
+def session_members(session: int) -> list[int]:
+    """The running (not zombie) processes of session ``session``."""
+    members = []
+    for entry in _PROC.glob("[0-9]*"):
+        fields = _stat(int(entry.name))
+        if fields is not None and int(fields[3]) == session:
+            members.append(int(entry.name))
+    return members
+
+
+def end_session(session: int, *, grace: float, spare: int | None = None) -> None:
+    """End every process of ``session`` but ``spare``: SIGTERM, then SIGKILL to those left after ``grace``
+    seconds. Returns once none runs (or, if one cannot be ended, after the second grace period)."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        members = [pid for pid in session_members(session) if pid != spare]
+        if not members:
+            return
+        for pid in members:
+            # Ended meanwhile, or not ours to signal (a setuid program): the others are ended all the same.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not [pid for pid in session_members(session) if pid != spare]:
+                return
+            time.sleep(0.05)

@@ -1,0 +1,217 @@
+"""A channel folder's lock (flagtree_feedstock._locks): what its file may be, what it records, where it goes.
+
+The lock file is opened without following a link and must be a regular file; it is never truncated, and a
+file that is not a lock record is refused, not overwritten; when the folder's parent cannot hold it, it goes
+inside the folder. The commands that take it (`build`, `channel index`) are run as a user reaches them; the
+read-only parent as a user without root's right to write anywhere (tests/_tools.as_a_user).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _tools import as_a_user
+from _toy import build_args, error_line, make_empty_channel, native_args, published
+from flagtree_feedstock._locks import INSIDE, folder_lock, lock_path
+from flagtree_feedstock._processes import Process
+from flagtree_feedstock.cli import main
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
+LINUX_64 = ("--target-platform", "linux-64")
+
+
+@pytest.fixture(scope="module")
+def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A channel folder holding toy-quick (built once), in a folder of its own."""
+    base = tmp_path_factory.mktemp("toy")
+    out = base / "channel"
+    empty = make_empty_channel(base / "empty")
+    assert main(build_args("toy-slow", out, *native_args(empty), "--output", "toy-quick")) == 0
+    return out
+
+
+@pytest.fixture
+def channel(tmp_path: Path, toy_channel: Path) -> Path:
+    """A copy of toy_channel, unindexed, in tmp_path."""
+    copy = tmp_path / "channel"
+    (copy / "linux-64").mkdir(parents=True)
+    for package in (toy_channel / "linux-64").glob("*.conda"):
+        os.link(package, copy / "linux-64" / package.name)
+    return copy
+
+
+def _index(channel: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main(["channel", "index", str(channel)])
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [("channel index", "a-file"), ("channel index", "nothing"), ("build", "a-file"), ("build", "nothing")],
+)
+def test_a_planted_lock_link_is_refused_and_its_target_untouched(  # noqa: PLR0917 - fixtures and parameters
+    tmp_path: Path,
+    channel: Path,
+    empty_channel: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    target: str,
+) -> None:
+    """Someone who may write beside the folder plants `.channel.lock -> a file of yours`: opening it to lock
+    would write through the link (the record) or create the file it names."""
+    victim = tmp_path / "victim.txt"
+    if target == "a-file":
+        victim.write_text("precious\n")
+    link = tmp_path / ".channel.lock"
+    link.symlink_to(victim)
+    argv = ["channel", "index", str(channel)]
+    if command == "build":
+        argv = build_args("toy-slow", channel, *native_args(empty_channel))
+    assert main(argv) == 10
+    assert error_line(capsys.readouterr().err) == (
+        f"flagtree-feedstock: error: the lock file {link} is a symbolic link (to {victim}): a lock is never "
+        f"taken through a link (fix: remove {link} (flagtree-feedstock makes its lock file there), then rerun)"
+    )
+    assert link.is_symlink()
+    if target == "a-file":
+        assert victim.read_text() == "precious\n"
+    else:
+        assert not victim.exists()
+    assert not (channel / "linux-64" / "repodata.json").exists()  # nothing else was done
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_lock_path_that_is_no_file_is_refused(
+    tmp_path: Path, channel: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A FIFO there does not hang the command (it is opened without waiting for a writer)."""
+    lock = tmp_path / ".channel.lock"
+    if kind == "folder":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    status, err = _index(channel, capsys)
+    assert status == 10
+    assert error_line(err) == (
+        f"flagtree-feedstock: error: the lock file {lock} is not a regular file (fix: move {lock} away "
+        "(flagtree-feedstock makes its lock file there), then rerun)"
+    )
+
+
+def test_a_file_that_is_not_a_lock_record_is_refused_not_overwritten(
+    tmp_path: Path, channel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = tmp_path / ".channel.lock"
+    lock.write_text("my notes, which happen to have this name\n")
+    status, err = _index(channel, capsys)
+    assert status == 10
+    assert error_line(err) == (
+        f"flagtree-feedstock: error: {lock} is not a lock file of flagtree-feedstock (it holds other data, "
+        f"which is left as it is) (fix: move {lock} away (flagtree-feedstock makes its lock file for {channel} "
+        "there), then rerun)"
+    )
+    assert lock.read_text() == "my notes, which happen to have this name\n"
+
+
+def test_a_lock_file_is_written_in_place_never_truncated(tmp_path: Path, channel: Path) -> None:
+    """An earlier run's record, longer than this run's: the new one is written over it and padded, the file
+    keeps its length. A lock file of the toolkit before the record (`process N`) is taken over too."""
+    lock = lock_path(channel)
+    for earlier in ("process 12345\n", f"flagtree-feedstock lock\nholder 1 1 {'x' * 400}\nworker 2 2 y\n"):
+        lock.write_text(earlier)
+        with folder_lock(channel) as held:
+            me = Process.of(os.getpid())
+            assert me is not None
+            assert held.holder == me
+            text = lock.read_text()
+        assert lock.stat().st_size == max(len(earlier), len(text.rstrip(" ")))
+        assert text.rstrip(" ").splitlines() == [
+            "flagtree-feedstock lock",
+            f"holder {me.pid} {me.start} {me.command}",
+        ]
+
+
+def test_a_channel_folder_in_a_read_only_place_is_indexed_with_its_lock_inside(channel: Path) -> None:
+    """`channel index` on a folder whose parent this user may not write (a real permission, not root's)."""
+    parent = channel.parent
+    before = sorted(p.name for p in parent.iterdir())
+    parent.chmod(0o555)
+    try:
+        done = subprocess.run(
+            as_a_user([str(CONSOLE_SCRIPT), "channel", "index", str(channel)]),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        installed = subprocess.run(
+            as_a_user([str(CONSOLE_SCRIPT), "channel", "install", str(channel), "toy-quick", *LINUX_64]),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        parent.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"indexed {channel / 'linux-64' / 'repodata.json'}",
+        f"indexed {channel / 'noarch' / 'repodata.json'}",
+    ]
+    assert (channel / INSIDE).is_file()
+    assert sorted(p.name for p in parent.iterdir()) == before  # nothing beside the folder
+    assert len(published(channel)) == 1
+    assert installed.returncode == 0, installed.stderr
+    assert "toy-quick" in installed.stdout
+
+
+def test_a_folder_that_no_lock_file_can_go_into_is_one_line(channel: Path) -> None:
+    parent = channel.parent
+    for folder in (channel, parent):
+        folder.chmod(0o555)
+    try:
+        done = subprocess.run(
+            as_a_user([str(CONSOLE_SCRIPT), "channel", "index", str(channel)]),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        for folder in (parent, channel):
+            folder.chmod(0o755)
+    assert done.returncode == 10, done.stderr
+    assert error_line(done.stderr) == (
+        f"flagtree-feedstock: error: cannot lock {channel}: no lock file can be made beside it "
+        f"({lock_path(channel)}: Permission denied) or in it ({channel / INSIDE}: Permission denied) "
+        f"(fix: make {parent} or {channel} writable for you)"
+    )
+
+
+def test_a_recorded_worker_whose_pid_another_process_has_now_is_not_named(
+    tmp_path: Path, channel: Path
+) -> None:
+    """The lock file names the worker of a build long gone; its pid now belongs to another session's leader
+    (a different start time): that session is not the build's, and nothing is named."""
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        # Popen may return before the new program's arguments show in /proc (the kernel sets them last).
+        deadline = time.monotonic() + 10
+        while (now := Process.of(other.pid)) is None or now.command != "sleep 30":
+            assert time.monotonic() < deadline, now
+            time.sleep(0.01)
+        lock = lock_path(channel)
+        lock.write_text(f"flagtree-feedstock lock\nholder 1 1 gone\nworker {now.pid} {now.start - 1} gone\n")
+        with folder_lock(channel) as held:
+            assert held.left_running() == []
+        # The same record with the start time it has: that session is the build's, and it runs.
+        lock.write_text(f"flagtree-feedstock lock\nholder 1 1 gone\nworker {now.pid} {now.start} gone\n")
+        with folder_lock(channel) as held:
+            assert held.left_running() == [now]
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
