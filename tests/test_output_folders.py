@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from _tools import as_a_user
 from _toy import RECIPES, build_args, error_line, native_args, published
 from flagtree_feedstock.cli import main
-from test_input_checks import _as_a_user
 
 ODD = Path("构建") / "My Projects"  # Chinese characters above a space
 
@@ -70,7 +70,7 @@ def test_a_folder_with_a_space_under_a_folder_it_cannot_write_in_is_one_line(
     out = spaced / "out"
     try:
         done = subprocess.run(
-            _as_a_user([sys.executable, "-m", "flagtree_feedstock", *build_args("toy-multi", out,
+            as_a_user([sys.executable, "-m", "flagtree_feedstock", *build_args("toy-multi", out,
                                                                                *native_args(empty_channel))]),
             cwd=tmp_path, capture_output=True, text=True, check=False,
         )  # fmt: skip
