@@ -12,11 +12,11 @@ import re
 from pathlib import Path
 
 from _tools import upstream_source
-from flagtree_doctor.target import PACKAGE_TARGET
+from flagtree_doctor.target import ARMV9_RUNTIME
 from test_patches import PATCHES, apply_series, series_patches
 
 PATCH = PATCHES / "flagtree" / "0008-Build-only-the-CPU-runtime-for-Armv9-with-SVE2.patch"
-RUNTIME_FLAGS = PACKAGE_TARGET.components[0].flags
+RUNTIME_FLAGS = ARMV9_RUNTIME.flags
 # A global C/C++ flag: set(CMAKE_C_FLAGS ...), set(CMAKE_CXX_FLAGS ...) or add_compile_options(...).
 GLOBAL_MARCH = re.compile(
     r"^\s*(set\(\s*CMAKE_(?:C|CXX)_FLAGS\b|add_compile_options\().*-march=", re.MULTILINE | re.IGNORECASE

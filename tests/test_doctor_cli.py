@@ -115,12 +115,12 @@ def test_the_recorded_tree_skips_are_one_line(monkeypatch: pytest.MonkeyPatch) -
 OFF_AARCH64_TRANSCRIPT = """\
 check          status   message                                          fix
 ────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
-cpu-features   fail     this machine is unknown; flagtree-cpu runs on    run on an Armv9 aarch64 machine with SVE2 (e.g.
-                        aarch64 (Arm64) only                             Neoverse N2/V2, Cortex-A720)
+cpu-features   fail     this machine is unknown; flagtree-cpu runs on    run on an aarch64 machine with dotprod (Armv8.2
+                        aarch64 (Arm64) only                             or newer, e.g. Neoverse N1 or Cortex-A76)
 skipped, since this machine is unknown and flagtree-cpu runs on aarch64 only (see cpu-features): sve-vector-length,
 core-types, cpufreq-governor, env-flagtree-backend, env-triton-sys-path, env-cc, jit-compiler, binutils, openmp,
-python-headers, triton-install, glibc, glibcxx, triton-load
-0 ok, 0 warn, 1 fail, 14 skip
+python-headers, triton-install, tle-ops, glibc, glibcxx, triton-load
+0 ok, 0 warn, 1 fail, 15 skip
 """
 
 

@@ -110,7 +110,7 @@ def test_op_names_are_the_cases() -> None:
 def test_kernels_are_skipped_where_the_cpu_cannot_run_them(monkeypatch: pytest.MonkeyPatch) -> None:
     triton = fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
     ran: list[tuple[str, ...]] = []
-    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat: ran.append(tuple(names)) or [])
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, **_: ran.append(tuple(names)) or [])
     outcomes = verify_cli.verify(triton, OP_NAMES, repeat=1, blockers=["the CPU lacks sve2"])
     assert (outcomes[-1].name, outcomes[-1].status) == ("ops", "skip")
     assert outcomes[-1].detail.startswith("kernels not run: the CPU lacks sve2")
@@ -127,7 +127,7 @@ def test_required_kernels_turn_the_skip_into_a_failure(
     monkeypatch.setitem(sys.modules, "triton", sys.modules["fake_triton"])
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: ModuleSpec(name, None))
     monkeypatch.setattr(verify_cli, "kernel_blockers", lambda: ["the CPU lacks sve2 (x: -march=y)"])
-    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat: pytest.fail("ran the kernels"))
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, **_: pytest.fail("ran the kernels"))
     console = Console(record=True, width=300, no_color=True, highlight=False)
     assert verify_cli.main(["--json"], env={}, console=console) == 0
     assert json.loads(console.export_text())["results"][-1]["status"] == "skip"
@@ -144,19 +144,20 @@ def test_required_kernels_turn_the_skip_into_a_failure(
 
 
 def test_kernel_blockers_follow_the_doctor() -> None:
-    from flagtree_doctor.capabilities import Capabilities, judge  # noqa: PLC0415
-    from flagtree_doctor.target import PACKAGE_TARGET  # noqa: PLC0415
+    """Verify skips the kernels only where no runtime runs: below dotprod, or off aarch64."""
+    from flagtree_doctor.capabilities import Capabilities  # noqa: PLC0415
+    from flagtree_doctor.target import ARMV9_RUNTIME  # noqa: PLC0415
+    from flagtree_doctor.tier import choose_tier  # noqa: PLC0415
 
     def blockers(machine: str, features: frozenset[str], bits: int | None) -> list[str]:
-        return judge(
-            Capabilities(machine=machine, features=features, source="test", sve_vector_bits=bits)
-        ).blockers
+        capabilities = Capabilities(machine=machine, features=features, source="test", sve_vector_bits=bits)
+        return list(choose_tier(capabilities).blockers)
 
-    armv9 = PACKAGE_TARGET.required_features
+    armv9 = ARMV9_RUNTIME.features
     assert blockers("aarch64", armv9, 128) == []
     assert blockers("x86_64", frozenset(), None) == ["this machine is x86_64, not aarch64"]
-    (no_sve2,) = blockers("aarch64", armv9 - {"sve2"}, 128)
-    assert no_sve2.startswith("the CPU lacks sve2 (")
-    assert blockers("aarch64", armv9, 256) == ["SVE vectors are 256 bits; the code assumes 128"]
-    # Without SVE2 the vector length is no blocker of its own: no length would make the code run.
-    assert len(blockers("aarch64", armv9 - {"sve2"}, 512)) == 1
+    # The baseline runtime runs where the Armv9 one cannot: without SVE2, or with longer vectors.
+    assert blockers("aarch64", armv9 - {"sve2"}, 128) == []
+    assert blockers("aarch64", armv9, 256) == []
+    (no_dotprod,) = blockers("aarch64", armv9 - {"asimddp"}, 512)
+    assert no_dotprod == "the CPU lacks asimddp (baseline runtime: -march=armv8.2-a+dotprod)"

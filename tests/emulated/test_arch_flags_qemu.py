@@ -23,12 +23,12 @@ import pytest
 from _qemu import PYTHON, require_emulator, run_aarch64
 
 from _tools import aarch64_gcc
-from flagtree_doctor.target import PACKAGE_TARGET
+from flagtree_doctor.target import ARMV9_RUNTIME
 
 pytestmark = pytest.mark.emulated
 
 # The runtime's flags, as patch 0008 gives them (tests/test_arch_flags.py checks the patch says the same).
-ARCH_FLAGS = list(PACKAGE_TARGET.components[0].flags)
+ARCH_FLAGS = list(ARMV9_RUNTIME.flags)
 OPT = ["-O2", "-fPIC", "-shared"]  # FlagTree's TritonRelBuildWithAsserts is -O2 -g
 
 TRITON_C = r"""

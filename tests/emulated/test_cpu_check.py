@@ -19,7 +19,7 @@ import pytest
 from _qemu import PYTHON, require_emulator, run_aarch64
 
 from _tools import aarch64_gcc, upstream_source
-from flagtree_doctor.target import PACKAGE_TARGET
+from flagtree_doctor.target import ARMV9_RUNTIME
 from test_patches import apply_series, series_patches
 
 pytestmark = pytest.mark.emulated
@@ -149,7 +149,7 @@ def _stand_in(tmp: Path, series: list[Path], src: Path) -> Path:
     (site / "triton/backends/cpu/driver.py").write_text(
         (patched / "third_party/cpu/backend/driver.py").read_text()
     )
-    compiler, flags = aarch64_gcc(), PACKAGE_TARGET.components[0].flags
+    compiler, flags = aarch64_gcc(), ARMV9_RUNTIME.flags
     for name, source in (("libTritonCPURuntime.so", "int toy_runtime;"), ("libsleef.so", "int toy_sleef;")):
         (tmp / f"{name}.c").write_text(source)
         subprocess.run([compiler, "-O2", "-fPIC", "-shared", *flags, str(tmp / f"{name}.c"), "-o",
@@ -167,7 +167,7 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     assert len(without) == len(series) - 1
     (tmp / "kernel.c").write_text(KERNEL_C)
     kernel = tmp / "kernel.so"
-    subprocess.run([aarch64_gcc(), "-O2", "-fPIC", "-shared", *PACKAGE_TARGET.components[0].flags,
+    subprocess.run([aarch64_gcc(), "-O2", "-fPIC", "-shared", *ARMV9_RUNTIME.flags,
                     str(tmp / "kernel.c"), "-o", str(kernel)], check=True)  # fmt: skip
     return kernel, _stand_in(tmp / "with", series, src), _stand_in(tmp / "without", without, src)
 

@@ -22,7 +22,7 @@ from _qemu import PYTHON, require_emulator, run_aarch64
 from test_cpu_check import LACKS_SVE, PREFIX, VERDICTS
 
 from _tools import aarch64_gcc, upstream_source
-from flagtree_doctor.target import PACKAGE_TARGET
+from flagtree_doctor.target import ARMV9_RUNTIME
 from test_patches import apply_series, series_patches
 
 pytestmark = pytest.mark.emulated
@@ -73,7 +73,7 @@ def _site(tmp: Path, patched: bool, src: Path) -> Path:
     (site / "triton/_C").mkdir()
     source = tmp / "runtime.c"
     source.write_text(RUNTIME_C)
-    subprocess.run([aarch64_gcc(), "-O3", "-fPIC", "-shared", *PACKAGE_TARGET.components[0].flags,
+    subprocess.run([aarch64_gcc(), "-O3", "-fPIC", "-shared", *ARMV9_RUNTIME.flags,
                     str(source), "-o", str(site / "triton/_C/libTritonCPURuntime.so")], check=True)  # fmt: skip
     return site
 

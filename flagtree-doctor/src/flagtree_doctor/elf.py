@@ -2,7 +2,8 @@
 
 ``version_needs`` is what ``readelf -V`` prints as "Version needs" (``.gnu.version_r``, e.g.
 ``libstdc++.so.6: GLIBCXX_3.4.30``), ``version_definitions`` its "Version definition" section, and
-``dynamic_info`` the ``DT_NEEDED``/``DT_RPATH``/``DT_RUNPATH`` entries. ELF64 and ELF32, either byte order.
+``dynamic_info`` the ``DT_NEEDED``/``DT_RPATH``/``DT_RUNPATH`` entries, ``undefined_symbols`` the names a
+shared object takes from others (``.dynsym``). ELF64 and ELF32, either byte order.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHT_DYNAMIC = 6
+SHT_DYNSYM = 11
+SHN_UNDEF = 0
 SHT_GNU_VERDEF = 0x6FFFFFFD
 SHT_GNU_VERNEED = 0x6FFFFFFE
 DT_NULL, DT_NEEDED, DT_RPATH, DT_RUNPATH = 0, 1, 15, 29
@@ -44,9 +47,9 @@ class _Section:
 
 
 class _Elf:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
         self.path = path
-        self.data = path.read_bytes()
+        self.data = path.read_bytes() if data is None else data
         if self.data[:4] != b"\x7fELF":
             raise ElfError(f"{path} is not an ELF file")
         self.is64 = self.data[4] == ELFCLASS64
@@ -149,6 +152,25 @@ def dynamic_info(path: Path) -> DynamicInfo:
             elif tag == DT_RUNPATH:
                 runpath.extend(p for p in elf.string(strings, value).split(":") if p)
     return DynamicInfo(machine=elf.machine, needed=tuple(needed), rpath=tuple(rpath), runpath=tuple(runpath))
+
+
+def undefined_symbols(data: bytes, name: str) -> frozenset[str]:
+    """The symbols the shared object ``data`` (called ``name`` in errors) takes from other objects."""
+    elf = _Elf(Path(name), data)
+    section = elf.of_type(SHT_DYNSYM)
+    if section is None:
+        return frozenset()
+    strings = elf.sections[section.link]
+    names = set()
+    step = section.entsize or (24 if elf.is64 else 16)
+    for offset in range(section.offset + step, section.offset + section.size, step):  # entry 0 is null
+        if elf.is64:
+            name_index, _, _, shndx, _, _ = elf._unpack("IBBHQQ", offset)
+        else:
+            name_index, _, _, _, _, shndx = elf._unpack("IIIBBH", offset)
+        if shndx == SHN_UNDEF and name_index:
+            names.add(elf.string(strings, name_index))
+    return frozenset(names)
 
 
 def version_key(name: str) -> tuple[int, ...]:
