@@ -32,7 +32,7 @@ from typing import NoReturn
 from .capabilities import live_capabilities
 from .errors import ConfigurationError
 from .manifest import RuntimeManifest, read_manifest
-from .target import BASELINE_RUNTIME, RuntimeBuild, runtime_ops
+from .target import BASELINE_RUNTIME, TLE_OP_FUNCTIONS, RuntimeBuild, runtime_ops
 from .tier import KernelTarget, TierChoice, choose_tier
 
 SKIP_CPU_CHECK = "FLAGTREE_SKIP_CPU_CHECK"
@@ -166,6 +166,18 @@ def check_kernel(name: str, kernel: bytes, c_dir: Path, env: Mapping[str, str] |
         refusal = _refusal(f"{' or '.join(ops)} (kernel {name})", function, manifest, choice.features)
         if refusal:
             raise UnsupportedCpuError(refusal)
+
+
+def op_refusal(c_dir: Path, op: str) -> str | None:
+    """Why this CPU cannot run ``tle_ops.<op>`` (its runtime function needs what it lacks), or ``None``."""
+    choice = live_choice()
+    if choice.blockers:
+        return "; ".join(choice.blockers)
+    manifest = _baseline_manifest(c_dir, choice)
+    function = TLE_OP_FUNCTIONS.get(op)
+    if manifest is None or function is None:
+        return None
+    return _refusal(f"tle_ops.{op}", function, manifest, choice.features)
 
 
 class RefusedFunction:
