@@ -18,9 +18,10 @@ from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_RUNTIME
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN_C = ROOT / "tests" / "emulated" / "standin_runtime.c"
 SONAME = "libTritonCPURuntime.so"
-# The two builds of patch 0008, by tier: the flags of flagtree_doctor.target (tests/test_arch_flags.py checks
-# the patch gives the same).
+# The two builds of patches 0008 and 0010, by tier: the flags of flagtree_doctor.target (tests/test_patch_rules.py
+# and tests/test_arch_flags.py check the patches give the same), and the stand-in's mark of each.
 FLAGS = {"armv9": ARMV9_RUNTIME.flags, "baseline": BASELINE_RUNTIME.flags}
+TIER_MARK = {"armv9": 9, "baseline": 8}
 
 
 def binutils() -> tuple[str, str]:

@@ -10,12 +10,16 @@ where FLAGTREE_CPU_SRC is set.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from _runtime_standin import FLAGS, STANDIN_C, binutils, build, tool, write_manifest
+from _runtime_standin import FLAGS, SONAME, STANDIN_C, binutils, build, tool, write_manifest
+from _tools import require_executable, upstream_source
 from flagtree_doctor.manifest import ManifestError, read_manifest
+from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_RUNTIME, RUNTIME_MODULE_FUNCTIONS, TLE_OP_FUNCTIONS
 
 # What each function of the stand-in needs, by build: the rules' hwcap names.
 EXPECTED = {
@@ -27,6 +31,7 @@ EXPECTED = {
     "standin_omp_i8mm": ["i8mm"],  # in the outlined standin_omp_i8mm._omp_fn.0
     "standin_calls_i8mm": ["i8mm"],  # through the PLT, in standin_i8mm
     "standin_plain": [],
+    "standin_tier": [],
 }
 ARMV9_EXPECTED = {**EXPECTED, "standin_sve_loop": ["sve", "sve2"]}
 
@@ -40,7 +45,7 @@ def manifests(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, o
         library = build(STANDIN_C, work / tier / "libTritonCPURuntime.so", flags)
         done = write_manifest(library, flags[0].removeprefix("-march="))
         assert done.returncode == 0, done.stderr
-        assert done.stdout == f"runtime_manifest.py: {library.with_suffix('.isa.json')}: 8 functions\n"
+        assert done.stdout == f"runtime_manifest.py: {library.with_suffix('.isa.json')}: 9 functions\n"
         found[tier] = json.loads(library.with_suffix(".isa.json").read_text())
     return found
 
@@ -161,3 +166,44 @@ def test_bad_usage(tmp_path: Path) -> None:
 )
 def test_the_rules(mnemonic: str, operands: str, needs: set[str]) -> None:
     assert tool().classify(mnemonic, operands) == needs
+
+
+# ---- flagtree-cpu's own runtime (FLAGTREE_CPU_SRC) -----------------------------------------------------------
+
+
+def test_the_real_runtimes_manifest(tmp_path: Path) -> None:
+    """flagtree-cpu's runtime sources, as its CMakeLists.txt lists them for aarch64, compiled with patch 0010's
+    baseline flags (Debian's aarch64 g++, OpenMP): they compile with exactly those flags (no intrinsic asks for
+    more), the manifest names the function of every TLE op and runtime-module wrapper, and every function runs on
+    the floor (dotprod) and so on the Armv9 tier, whose build the CPU check does not consult a manifest for.
+    The same sources compile with the Armv9 flags. cpu_runtime.cpp, triton-cpu's printing runtime, needs LLVM's
+    headers and is left out (no TLE op calls it)."""
+    src = upstream_source("FLAGTREE_CPU_SRC")
+    gxx = require_executable("aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu")
+    cmake = (src / "third_party/cpu/CMakeLists.txt").read_text()
+    block = cmake.split('if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")', 1)[1].split("endif()", 1)[0]
+    sources = [
+        src / "third_party/cpu" / m
+        for m in re.findall(r"\$\{CMAKE_CURRENT_SOURCE_DIR\}/(runtime/[\w.]+\.cpp)", block)
+    ]
+    assert sources, "flagtree-cpu's CMakeLists.txt lists no aarch64 runtime source"
+    libraries = {}
+    for runtime in (ARMV9_RUNTIME, BASELINE_RUNTIME):
+        objects = []
+        for source in sources:
+            objects.append(tmp_path / runtime.tier / f"{source.stem}.o")
+            objects[-1].parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([gxx, "-O2", "-fPIC", "-fopenmp", *runtime.flags, "-c", str(source), "-o",
+                            str(objects[-1])], check=True)  # fmt: skip
+        libraries[runtime.tier] = tmp_path / runtime.tier / "libTritonCPURuntime.so"
+        subprocess.run([gxx, "-shared", "-fopenmp", f"-Wl,-soname,{SONAME}", *map(str, objects), "-o",
+                        str(libraries[runtime.tier])], check=True)  # fmt: skip
+    done = write_manifest(libraries["baseline"], BASELINE_RUNTIME.march)
+    assert done.returncode == 0, done.stderr
+    manifest = read_manifest(libraries["baseline"].with_suffix(".isa.json"))
+    called = set(TLE_OP_FUNCTIONS.values()) | set(RUNTIME_MODULE_FUNCTIONS.values())
+    assert called <= set(manifest.functions), called - set(manifest.functions)
+    beyond = {name: sorted(needs.features) for name, needs in manifest.functions.items()
+              if not needs.features <= BASELINE_RUNTIME.features}  # fmt: skip
+    assert beyond == {}, f"functions that need more than the floor: docs/hardware.md must name them: {beyond}"
+    assert manifest.load.features == frozenset()

@@ -65,3 +65,9 @@ EXPORT int32_t standin_calls_i8mm(const int8_t *a, const int8_t *b) { return 1 +
 
 /* Nothing beyond the base. */
 EXPORT int32_t standin_plain(int32_t x) { return 3 * x + 1; }
+
+/* Which build this is (-DSTANDIN_TIER=9 or 8): what a kernel bound to. */
+#ifndef STANDIN_TIER
+#define STANDIN_TIER 0
+#endif
+EXPORT int32_t standin_tier(void) { return STANDIN_TIER; }

@@ -23,7 +23,7 @@ import pytest
 from _qemu import PYTHON, require_emulator, run_aarch64
 
 from _tools import aarch64_gcc
-from flagtree_doctor.target import ARMV9_RUNTIME
+from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_RUNTIME
 
 pytestmark = pytest.mark.emulated
 
@@ -106,6 +106,7 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "triton-upstream": ("triton.c", ARCH_FLAGS),  # global flags reach libtriton too
         "triton-patched": ("triton.c", []),  # the toolchain's default
         "runtime": ("runtime.c", ARCH_FLAGS),  # both ways
+        "runtime-baseline": ("runtime.c", list(BASELINE_RUNTIME.flags)),  # patch 0010's second build
         "runtime-without-flags": ("runtime.c", []),
     }
     for name, (source, flags) in builds.items():
@@ -131,6 +132,12 @@ def test_libtriton_built_each_way(cpu: str, libraries: dict[str, Path]) -> None:
 def test_the_runtime_needs_an_armv9_cpu_either_way(cpu: str, libraries: dict[str, Path]) -> None:
     """What FlagTree's CPU check (patch 0009) stands in front of."""
     assert outcome(cpu, CALL_RUNTIME, libraries["runtime"]) == OUTCOMES[cpu][2]
+
+
+@pytest.mark.parametrize("cpu", sorted(OUTCOMES))
+def test_the_baseline_build_runs_on_every_cpu_with_dotprod(cpu: str, libraries: dict[str, Path]) -> None:
+    """Patch 0010's build of the same source: its dotprod code, no SVE, runs on all three."""
+    assert outcome(cpu, CALL_RUNTIME, libraries["runtime-baseline"]) == SDOT
 
 
 def test_without_the_flags_the_runtime_would_be_a_stub(libraries: dict[str, Path]) -> None:
