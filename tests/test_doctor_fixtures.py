@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import platform
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -267,3 +269,50 @@ def test_the_readme_records_a_tree_the_doctor_reads(tmp_path: Path) -> None:
     status, report = run_json(["--root", str(tree)])
     assert status in (0, 1)
     assert report["root"] == str(tree)
+
+
+def _with_install(tmp_path: Path, machine: str, needs: dict[str, list[str]]) -> Path:
+    """A copy of a recorded tree with a FlagTree install whose baseline runtime's manifest says ``needs``."""
+    root = tmp_path / machine
+    shutil.copytree(DATA / machine, root)
+    c_dir = root / "opt/conda/lib/python3.12/site-packages/triton/_C"
+    c_dir.joinpath("baseline").mkdir(parents=True)
+    functions = {n: {"needs": v, "evidence": dict.fromkeys(v, f"usmmla v1.4s, v2.16b, v3.16b (in {n}._omp_fn.0)")}
+                 for n, v in needs.items()}  # fmt: skip
+    manifest = {"schema_version": 1, "library": "libTritonCPURuntime.so", "march": "armv8.2-a+dotprod",
+                "load": {"needs": []}, "functions": functions}  # fmt: skip
+    (c_dir / "baseline/libTritonCPURuntime.isa.json").write_text(json.dumps(manifest))
+    return root
+
+
+NEEDS = {"fused_mlp_bf16": ["asimddp", "i8mm"], "sdot_gemv_m1_prepacked": ["asimddp"], "swiglu_bf16": []}
+
+
+def test_the_tle_ops_a_recorded_machine_cannot_run() -> None:
+    """tle-ops: on the baseline runtime, each op whose runtime function needs what the machine lacks, with the
+    instruction that needs it; an Armv9 machine runs them all; a machine with i8mm runs this one."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = _with_install(Path(scratch), "neoverse-n1-graviton2", NEEDS)
+        status, report = run_json(["--root", str(root), "tle-ops"])
+        (check,) = report["checks"]  # type: ignore[misc]
+        assert (status, check["status"]) == (0, "warn")
+        assert check["message"].startswith(
+            "on the baseline runtime this CPU cannot run tle_ops.fused_mlp (fused_mlp_bf16 needs i8mm: i8mm: "
+            "usmmla v1.4s, v2.16b, v3.16b (in fused_mlp_bf16._omp_fn.0)); runtime.fused_mlp_bf16 (fused_mlp_bf16"
+        )
+        assert check["fix"] == "these ops need a CPU with i8mm (every core)"
+        assert [(u["op"], u["missing"]) for u in report["unsupported_ops"]] == [  # type: ignore[union-attr]
+            ("tle_ops.fused_mlp", ["i8mm"]),
+            ("runtime.fused_mlp_bf16", ["i8mm"]),
+        ]
+        graviton3 = _with_install(Path(scratch), "neoverse-v1-graviton3", NEEDS)
+        _, report = run_json(["--root", str(graviton3), "tle-ops"])
+        assert [c["status"] for c in report["checks"]] == ["ok"]  # type: ignore[union-attr]
+        assert report["unsupported_ops"] == []
+    _, report = run_json(["--root", str(DATA / "neoverse-n2"), "tle-ops"])  # Armv9: no manifest needed
+    assert [(c["status"], c["message"]) for c in report["checks"]] == [  # type: ignore[union-attr]
+        ("ok", "every TLE op runs here (the Armv9 runtime)")
+    ]
+    _, report = run_json(["--root", str(DATA / "neoverse-n1-graviton2"), "tle-ops"])  # no install in the tree
+    assert [c["status"] for c in report["checks"]] == ["skip"]  # type: ignore[union-attr]
+    assert report["unsupported_ops"] is None

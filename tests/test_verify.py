@@ -161,3 +161,45 @@ def test_kernel_blockers_follow_the_doctor() -> None:
     assert blockers("aarch64", armv9, 256) == []
     (no_dotprod,) = blockers("aarch64", armv9 - {"asimddp"}, 512)
     assert no_dotprod == "the CPU lacks asimddp (baseline runtime: -march=armv8.2-a+dotprod)"
+
+
+def test_ops_this_cpu_cannot_run_are_listed_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the baseline runtime: a step whose TLE ops call a function the CPU cannot run is `unsupported`, with
+    why, not run and not failed; the others run; the exit status is 0."""
+    from flagtree_doctor.manifest import UnsupportedOp  # noqa: PLC0415
+
+    pack = UnsupportedOp(op="tle_ops.sdot_pack_weights", function="sdot_pack_weights", missing=("i8mm",),
+                         evidence="i8mm: usdot ... (in sdot_pack_weights)")  # fmt: skip
+    mlp = UnsupportedOp(op="tle_ops.fused_mlp", function="fused_mlp_bf16", missing=("bf16",), evidence="x")
+    assert list(ops.unsupported_steps([mlp])) == ["fused_mlp"]
+    steps = ops.unsupported_steps([pack, mlp])
+    assert sorted(steps) == ["fused_mlp", "sdot_gemv", "sdot_gemv_fused_bf16", "sdot_pack_weights"]
+    assert steps["fused_mlp"] == f"{pack.describe()}; {mlp.describe()}"
+
+    ran: list[str] = []
+    monkeypatch.setattr(
+        ops, "importlib", types.SimpleNamespace(import_module=lambda name: types.SimpleNamespace())
+    )
+    monkeypatch.setattr(
+        ops, "CASES", {**ops.CASES, "rms_norm": lambda kernels, inputs: ran.append("rms_norm")}
+    )
+    monkeypatch.setattr(
+        ops, "judge", lambda name, trial, repeat: ops.Outcome(name=name, status="pass", detail="")
+    )
+    outcomes = ops.run_ops(("rms_norm", "fused_mlp"), repeat=1, unsupported={"fused_mlp": "needs bf16"})
+    assert [(o.name, o.status) for o in outcomes[:2]] == [("rms_norm", "pass"), ("fused_mlp", "unsupported")]
+    assert outcomes[1].detail == "not on this CPU: needs bf16"
+    assert ran == ["rms_norm"]
+
+
+def test_verify_hands_the_unsupported_steps_to_run_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    triton = fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
+    monkeypatch.setattr(verify_cli, "_unsupported", lambda triton: {"fused_mlp": "needs bf16"})
+    seen: list[object] = []
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, unsupported: seen.append(unsupported) or [
+        ops.Outcome(name="fused_mlp", status="unsupported" if unsupported else "pass", detail="")])  # fmt: skip
+    outcomes = verify_cli.verify(triton, ("fused_mlp",), repeat=1, blockers=[])
+    assert seen == [{"fused_mlp": "needs bf16"}]
+    assert outcomes[-1].status == "unsupported"
+    verify_cli.verify(triton, ("fused_mlp",), repeat=1, blockers=[], force=True)
+    assert seen[-1] == {}  # --force runs them all
