@@ -172,7 +172,7 @@ def environment(copy: Path) -> dict[str, str]:
 
 
 def module_name(file: str) -> str | None:
-    """``flagtree_feedstock.upload`` for src/flagtree_feedstock/upload.py; None outside the import roots."""
+    """``flagtree_feedstock.channel.upload`` for src/flagtree_feedstock/channel/upload.py; None outside the roots."""
     path = Path(file)
     for root in IMPORT_ROOTS:
         if path.suffix == ".py" and path.is_relative_to(root):

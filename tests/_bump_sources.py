@@ -14,7 +14,7 @@ Branches (each one commit on the pin):
 
 - ``only-flagtree``: a file no check reads changes;
 - ``llvm``: ``cmake/llvm-hash.txt`` moves to :data:`NEW_LLVM`;
-- ``refresh``: two lines at the top of ``python/triton/runtime/build.py`` move patches 0003 and 0004;
+- ``refresh``: two lines at the top of ``python/triton/runtime/build.py`` move patches 0003, 0004 and 0011;
 - ``fails``: a line of patch 0006's hunk in ``CMakeLists.txt`` changes;
 - ``api``: ``create_cpu_rms_norm`` takes one more argument;
 - ``links``: the link script gains a 13th link.
@@ -39,7 +39,7 @@ import yaml
 
 from _recipe_support import llvm_distribution
 from _rehearsal_sources import GIT_ENV, STANDINS, preimages, render_preimage
-from flagtree_feedstock.cmake_scan import FLAGTREE_CPU_RECORDS
+from flagtree_feedstock.bump.cmake_scan import FLAGTREE_CPU_RECORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHES = sorted((ROOT / "patches" / "flagtree").glob("*.patch"))

@@ -19,8 +19,9 @@ import yaml
 
 from _rehearsal_channel import PY, TARGET
 from _rehearsal_sources import ROOT, Sources
-from flagtree_feedstock.build import BuildSettings, ForeignTarget, plan_builds, run_plan
-from flagtree_feedstock.render import render
+from flagtree_feedstock.build.plan import plan_builds
+from flagtree_feedstock.build.run import BuildSettings, ForeignTarget, run_plan
+from flagtree_feedstock.recipe.render import render
 
 # What a copy of the recipe needs around recipe/: the patches, the variant files, and flagtree-doctor's source
 # (`path: ..`: its flagtree-doctor/ distribution and the licence).

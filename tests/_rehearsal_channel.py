@@ -357,7 +357,7 @@ def build_stub_channel(
     for package in (work / "out").glob("*/*.conda"):
         (channel / package.parent.name).mkdir(exist_ok=True)
         shutil.move(package, channel / package.parent.name / package.name)
-    from flagtree_feedstock.channel import index_channel  # noqa: PLC0415
+    from flagtree_feedstock.channel.folder import index_channel  # noqa: PLC0415
 
     index_channel(channel)
     return channel

@@ -48,8 +48,13 @@ def missing(what: str, install: str) -> NoReturn:
     pytest.skip(message)
 
 
+# torch: the verify references and the commands that import it (.ci/run installs the CPU wheel of 2.13.0).
+TORCH_INSTALL = "conda install pytorch-cpu, or pip install torch"
+
+
 def require_module(name: str, install: str) -> None:
-    """At the top of a test module: skip it (a user's clone) or fail (``CI=true``) where ``name`` is missing."""
+    """At the top of a test module, or of a test: skip it (a user's clone) or fail (``CI=true``) where
+    ``name`` is missing."""
     if importlib.util.find_spec(name) is None:
         message = f"{name} is not installed (install: {install})"
         if CI:
@@ -119,6 +124,30 @@ def network_jail() -> list[str]:
             "run as root, or start the container with --privileged",
         )
     return list(argv)
+
+
+@cache
+def _mount_namespace() -> tuple[str, ...] | None:
+    for argv in (("unshare", "-m"), ("unshare", "-rm")):
+        probe = [*argv, "sh", "-c", "mount --bind /dev/null /dev/null"]
+        if subprocess.run(probe, capture_output=True, check=False, timeout=30).returncode == 0:
+            return argv
+    return None
+
+
+def with_file_mounted_on_itself(path: Path, argv: list[str]) -> list[str]:
+    """``argv`` run in a mount namespace of its own where ``path`` is bind-mounted on itself: the file reads as
+    before, but renaming another file over it fails with EBUSY, as over a file a container bind-mounts (the
+    namespace ends with the command; nothing outside sees the mount). A skip/failure where that is not
+    permitted."""
+    require_executable("unshare", "util-linux")
+    prefix = _mount_namespace()
+    if prefix is None:
+        missing(
+            "unshare -m is not permitted here (needs root or unprivileged user namespaces)",
+            "run as root, or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+        )
+    return [*prefix, "sh", "-euc", 'mount --bind "$1" "$1"; shift; exec "$@"', "sh", str(path), *argv]
 
 
 def upstream_source(variable: str) -> Path:

@@ -18,7 +18,8 @@ def build_args(recipe: str, out: Path, *extra: str) -> list[str]:
         "build",
         "--recipe-dir",
         str(folder),
-        "--variant-config",
+        # The toy's own variant file in place of the repository's root one (which sets keys no toy uses).
+        "--exclusive-config-file",
         str(folder / "conda_build_config.yaml"),
         "--output-dir",
         str(out),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flagtree_feedstock.build import BuildStep, classify_build_error, plan_builds
+from flagtree_feedstock.build.plan import BuildStep, plan_builds
+from flagtree_feedstock.build.run import classify_build_error
 from flagtree_feedstock.errors import (
     BuildFailedError,
     ConfigurationError,
@@ -12,7 +13,7 @@ from flagtree_feedstock.errors import (
     NothingToDoError,
     SourceFetchError,
 )
-from flagtree_feedstock.render import RenderedOutput
+from flagtree_feedstock.recipe.render import RenderedOutput
 
 
 class _Source:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,17 @@ from _bump_sources import (
     make_standins,
 )
 from _rehearsal_sources import preimages, render_preimage
-from _tools import upstream_source
-from flagtree_feedstock import pins as pins_module
-from flagtree_feedstock.bump import derive_version
+from _tools import upstream_source, with_file_mounted_on_itself
+from flagtree_feedstock.bump.patching import (
+    DirectoryTree,
+    apply_series,
+    parse_diff,
+    recipe_series,
+    regenerate,
+)
+from flagtree_feedstock.bump.run import derive_version
 from flagtree_feedstock.cli import main
-from flagtree_feedstock.patching import DirectoryTree, apply_series, parse_diff, recipe_series, regenerate
+from flagtree_feedstock.recipe import pins as pins_module
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANT = Path("recipe") / "conda_build_config.yaml"
@@ -167,7 +174,7 @@ def test_a_patch_at_an_offset_is_refreshed(
     assert status == 0
     assert checks(document)["patches-flagtree"] == "refresh"
     refreshed = sorted(Path(p).name for p in document["written"] if p.endswith(".patch"))
-    assert refreshed == [name for name in sorted(patches) if name.startswith(("0003", "0004"))]
+    assert refreshed == [name for name in sorted(patches) if name.startswith(("0003", "0004", "0011"))]
     for name in refreshed:
         new = (feedstock / "patches" / "flagtree" / name).read_text()
         old_lines, new_lines = patches[name].splitlines(), new.splitlines()
@@ -221,7 +228,7 @@ def test_a_flagtree_cpu_that_fits_moves_its_pin_and_sleef(
     assert {name: status for name, status in checks(document).items() if status != "skip"} == dict.fromkeys(("version", "llvm-commit", "patches-flagtree", "patches-flagtree-cpu", "llvm-libraries", "plain-libraries", "link-script", "builtin-keyword", "builder-methods", "tritoncpu-ops"), "ok")  # fmt: skip
     summaries = {check["name"]: check["summary"] for check in document["checks"]}
     assert (
-        summaries["patches-flagtree-cpu"] == "1 patch applied in recipe order with GNU patch -F0, no offset"
+        summaries["patches-flagtree-cpu"] == "2 patches applied in recipe order with GNU patch -F0, no offset"
     )
 
 
@@ -309,7 +316,7 @@ def test_summary_is_markdown_with_both_tables(
     assert "| pin | now | bumped | from |" in text
     assert "| flagtree_version | `0.6.0` | `0.6.0.post1` | nearest release tag |" in text
     assert (
-        "| patches-flagtree | ok | 9 patches applied in recipe order with GNU patch -F0, no offset |" in text
+        "| patches-flagtree | ok | 12 patches applied in recipe order with GNU patch -F0, no offset |" in text
     )
     assert text.rstrip().endswith("dry run: nothing written (the bump would write 1 file)")
 
@@ -319,6 +326,11 @@ def test_summary_is_markdown_with_both_tables(
     [
         (["--to", "nosuchbranch"], "nosuchbranch is not a commit of"),
         (["--llvm-sha256", "XYZ"], "--llvm-sha256 XYZ is not a sha256"),
+        (
+            ["--llvm-sha256", "a" * 63],
+            f"--llvm-sha256 {'a' * 63} is not a sha256 (64 lowercase hex digits): it has 63 hex digits (fix: ",
+        ),
+        (["--llvm-sha256", "A" * 64], "it has upper-case letters (write it in lower case)"),
         (["--llvm-sha256", "ab" * 32, "--llvm-archive", "x.tar.gz"], "--llvm-sha256 and --llvm-archive both"),
         (["--to", "only-flagtree", "--llvm-sha256", "ab" * 32], "llvm_commit does not move"),
     ],
@@ -351,7 +363,7 @@ def test_a_patch_the_recipe_lists_must_exist(feedstock: Path, standins: Standins
     assert failed["summary"] == f"recipe.yaml lists {gone}, which does not exist"
 
 
-def test_writes_are_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_staging_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second = tmp_path / "a.yaml", tmp_path / "b.patch"
     first.write_text("old a\n")
     second.write_text("old b\n")
@@ -365,10 +377,135 @@ def test_writes_are_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pins_module.tempfile, "mkstemp", failing)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(pins_module.FilesNotWritten, match="disk full") as raised:
         pins_module.write_atomically({first: "new a\n", second: "new b\n"})
+    assert (raised.value.failed, raised.value.put_back, raised.value.written) == (second, (), ())
     assert (first.read_text(), second.read_text()) == ("old a\n", "old b\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.patch"]
+
+
+def test_a_failed_move_puts_back_the_files_already_moved(tmp_path: Path) -> None:
+    """The third target cannot be replaced (a folder stands where the file goes: the rename fails, EISDIR),
+    after the first two were: they get their old files back, the very files (same inode), not copies."""
+    first, second, third = tmp_path / "a.yaml", tmp_path / "b.patch", tmp_path / "c.patch"
+    first.write_text("old a\n")
+    second.write_text("old b\n")
+    third.mkdir()
+    inodes = (first.stat().st_ino, second.stat().st_ino)
+    with pytest.raises(pins_module.FilesNotWritten) as raised:
+        pins_module.write_atomically({first: "new a\n", second: "new b\n", third: "new c\n"})
+    assert (raised.value.failed, raised.value.put_back, raised.value.written) == (third, (first, second), ())
+    assert raised.value.return_code == 10
+    assert (first.read_text(), second.read_text()) == ("old a\n", "old b\n")
+    assert (first.stat().st_ino, second.stat().st_ino) == inodes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.patch", "c.patch"]
+
+
+def _files(feedstock: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(feedstock)): p.read_bytes() for p in sorted(feedstock.rglob("*")) if p.is_file()
+    }
+
+
+def test_a_refused_write_of_the_third_file_writes_nothing_and_says_so(
+    feedstock: Path, standins: Standins
+) -> None:
+    """`--to refresh` writes the pins, then patches 0003 and 0004. The third cannot be replaced: bind-mounted on
+    itself (as a container mounts a single file), it refuses a rename over it with EBUSY, after the first two
+    moved. They are put back; the report still prints its tables, with what was and was not written; one
+    error line; exit status 10."""
+    (third,) = (feedstock / "patches" / "flagtree").glob("0004-*.patch")
+    (second,) = (feedstock / "patches" / "flagtree").glob("0003-*.patch")
+    variant = feedstock / VARIANT
+    before = _files(feedstock)
+    argv = [
+        str(Path(sys.executable).parent / "flagtree-feedstock"),
+        "bump",
+        "--recipe-dir",
+        str(feedstock / "recipe"),
+    ]
+    argv += ["--flagtree-src", str(standins.flagtree), "--to", "refresh"]
+    done = subprocess.run(
+        with_file_mounted_on_itself(third, argv), capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert done.stderr == (
+        f"flagtree-feedstock: error: {third} could not be written (Device or resource busy): nothing written "
+        f"({variant}, {second} put back as before) (fix: check that path)\n"
+    )
+    assert _files(feedstock) == before  # every byte as it was; nothing staged or kept left beside them
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│ ")]
+    assert any(row.startswith("│ patches-flagtree ") and "refresh" in row for row in rows)
+    results = {
+        path: next(row.split("│")[2].strip() for row in rows if f" {path} " in row)
+        for path in (variant, second, third)
+    }
+    assert results == {
+        variant: "not written (put back)",
+        second: "not written (put back)",
+        third: "not written: Device or resource busy",
+    }
+    assert done.stdout.rstrip().endswith(
+        f"{third} could not be written (Device or resource busy): nothing written, every file as it was"
+    )
+
+
+@pytest.mark.parametrize("bom", ["", "\ufeff"], ids=["crlf", "crlf-and-bom"])
+def test_line_endings_and_a_byte_order_mark_are_kept(feedstock: Path, standins: Standins, bom: str) -> None:
+    variant = feedstock / VARIANT
+    old = (bom + variant.read_text().replace("\n", "\r\n")).encode()
+    variant.write_bytes(old)
+    assert run(feedstock, standins, "--to", "only-flagtree") == 0
+    new = git(standins.flagtree, "rev-parse", "only-flagtree")
+    expected = old.replace(f'"{standins.pin}"'.encode(), f'"{new}"'.encode()).replace(
+        b'flagtree_version:\r\n  - "0.6.0"\r\n', b'flagtree_version:\r\n  - "0.6.0.post1"\r\n'
+    )
+    assert expected != old
+    assert variant.read_bytes() == expected
+
+
+def test_a_key_set_twice_is_named_at_both_lines(feedstock: Path, standins: Standins, capsys) -> None:
+    variant = feedstock / VARIANT
+    text = variant.read_text()
+    first = text.splitlines().index("flagtree_commit:") + 1
+    variant.write_text(f'{text}flagtree_commit:\n  - "{standins.pin}"\n')
+    assert run(feedstock, standins, "--to", "only-flagtree") == 2
+    assert capsys.readouterr().err == (
+        f"flagtree-feedstock: error: {variant}:{text.count(chr(10)) + 1}: flagtree_commit is set a second time in "
+        f"this file (first at line {first}) (fix: keep one flagtree_commit: entry)\n"
+    )
+    assert variant.read_text() == f'{text}flagtree_commit:\n  - "{standins.pin}"\n'
+
+
+def test_the_version_check_compares_conda_versions(
+    feedstock: Path, standins: Standins, tmp_path: Path, capsys
+) -> None:
+    """0.6.0.post10 sorts after 0.6.0.post9 as a version, not as a string ("0.6.0.post10" < "0.6.0.post9")."""
+    clone = tmp_path / "FlagTree"
+    git(tmp_path, "clone", "-q", str(standins.flagtree), str(clone))
+    git(clone, "checkout", "-q", "-b", "ten-past", TAG)
+    commits = []
+    for number in range(1, 11):
+        git(clone, "commit", "-q", "--allow-empty", "-m", f"commit {number} past the tag")
+        commits.append(git(clone, "rev-parse", "HEAD"))
+    assert sorted(["0.6.0.post9", "0.6.0.post10"]) == [
+        "0.6.0.post10",
+        "0.6.0.post9",
+    ]  # this case's string order
+    pinned = copy_feedstock(tmp_path / "at-post9", commits[8])
+    variant = pinned / VARIANT
+    variant.write_text(
+        variant.read_text().replace('flagtree_version:\n  - "0.6.0"', 'flagtree_version:\n  - "0.6.0.post9"')
+    )
+    argv = ["bump", "--recipe-dir", str(pinned / "recipe"), "--flagtree-src", str(clone), "--to", commits[9]]
+    assert main([*argv, "--dry-run", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    version = next(c for c in document["checks"] if c["name"] == "version")
+    assert (version["status"], version["summary"]) == (
+        "ok",
+        "0.6.0.post10 (tag 0.6.0+triton3.3 + 10 commits) sorts after 0.6.0.post9",
+    )
+    assert document["pins"]["flagtree_version"]["new"] == "0.6.0.post10"
 
 
 def test_change_pins_edits_values_only() -> None:

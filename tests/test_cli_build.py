@@ -14,8 +14,9 @@ from _toy import RECIPES, build_args, error_line, leftovers, native_args
 from flagtree_feedstock import _engine
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ToolMissingError
-from flagtree_feedstock.render import render
-from flagtree_feedstock.variants import variant_files
+from flagtree_feedstock.recipe.render import render
+from flagtree_feedstock.recipe.sources import Source
+from flagtree_feedstock.recipe.variants import variant_files
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = RECIPES / "toy-multi"
@@ -146,12 +147,13 @@ def test_options_that_cannot_work_are_named_before_the_host_check(
 
 
 @pytest.mark.parametrize("recipe", ["toy", "real"])
-def test_render_table_fits_80_columns_when_piped(recipe: str, tmp_path: Path) -> None:
-    """As a user sees it through a pipe (`| less`, CI logs): rich's 80 columns, every package name whole."""
+def test_render_table_is_not_wrapped_when_piped(recipe: str, tmp_path: Path) -> None:
+    """As a user sees it through a pipe (`| less`, CI logs): one line per package, every cell whole, however
+    narrow COLUMNS says the terminal is (a pipe has none)."""
     args = ["build", "--render-only"]
     if recipe == "toy":
         args = build_args("toy-multi", tmp_path / "channel", "--render-only")
-    env = {k: v for k, v in os.environ.items() if k not in {"COLUMNS", "LINES"}}
+    env = {**os.environ, "COLUMNS": "40"}
     result = subprocess.run(
         [sys.executable, "-m", "flagtree_feedstock", *args],
         cwd=ROOT,
@@ -161,8 +163,8 @@ def test_render_table_fits_80_columns_when_piped(recipe: str, tmp_path: Path) ->
         text=True,
         check=True,
     )
-    lines = result.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 80, result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert all(line.split("│")[1].strip() for line in rows), result.stdout  # no folded continuation line
     packages, _ = _table_rows(result.stdout)
     recipe_dir = TOY if recipe == "toy" else ROOT / "recipe"
     matrix = render(
@@ -281,11 +283,12 @@ def test_bad_variant_file_is_one_line_and_writes_nothing(
 
 def test_missing_variant_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = build_args("toy-multi", tmp_path / "channel", "--render-only")
-    args[args.index("--variant-config") + 1] = str(tmp_path / "nope.yaml")
+    args[args.index("--exclusive-config-file") + 1] = str(tmp_path / "nope.yaml")
     assert main(args) == 2
     assert error_line(capsys.readouterr().err) == (
         f"flagtree-feedstock: error: variant file {tmp_path / 'nope.yaml'} does not exist "
-        "(fix: pass --variant-config PATH to a conda_build_config.yaml)"
+        "(fix: correct the path (--variant-config FILE adds a file; the root conda_build_config.yaml is read "
+        "from the current folder, or from --exclusive-config-file FILE))"
     )
 
 
@@ -376,7 +379,7 @@ def test_missing_engine_says_what_to_install(
         )
 
     monkeypatch.setattr(_engine, "require", missing)
-    monkeypatch.setattr("flagtree_feedstock.render.require", missing)
+    monkeypatch.setattr("flagtree_feedstock.recipe.render.require", missing)
     assert main(build_args("toy-multi", tmp_path / "channel", "--render-only")) == 4
     assert error_line(capsys.readouterr().err) == (
         "flagtree-feedstock: error: py-rattler-build is not installed (fix: pip install 'flagtree-feedstock[build]')"
@@ -397,7 +400,7 @@ def test_conda_build_tool_missing(
         "build",
         "--recipe-dir",
         str(recipe),
-        "--variant-config",
+        "--exclusive-config-file",
         str(RECIPES / "toy-multi" / "conda_build_config.yaml"),
         "--output-dir",
         str(out),
@@ -434,11 +437,11 @@ def test_cross_builds_run_their_tests_only_under_an_emulator(
     emulator: str | None,
     strategy: str,
 ) -> None:
-    from flagtree_feedstock import build  # noqa: PLC0415
+    from flagtree_feedstock.build import run as build_run  # noqa: PLC0415
 
     seen = []
     monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-64")
-    monkeypatch.setattr(build, "run_plan", lambda plan, settings, **_: seen.append(settings) or [])
+    monkeypatch.setattr(build_run, "run_plan", lambda plan, settings, **_: seen.append(settings) or [])
     if emulator:
         monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)
     else:
@@ -506,7 +509,13 @@ def test_render_only_names_each_patched_source_with_its_patch_count(
     counts = {
         name: len(list((ROOT / "patches" / name).glob("*.patch"))) for name in ("flagtree", "flagtree-cpu")
     }
-    assert counts["flagtree-cpu"] == 1, "the singular below is checked while the series has one patch"
+    assert counts["flagtree-cpu"] > 1 and counts["flagtree"] > 1
     assert f"    . (git, {counts['flagtree']} patches)" in lines
-    assert "    third_party/flagtree-cpu (git, 1 patch)" in lines
+    assert f"    third_party/flagtree-cpu (git, {counts['flagtree-cpu']} patches)" in lines
     assert "    sleef (git)" in lines
+
+
+def test_a_source_with_one_patch_says_patch() -> None:
+    """The singular, which the real recipe no longer shows (each series has more than one patch)."""
+    source = Source(kind="git", location="file:///x", pin="0" * 40, folder="third_party/x", patches=1)
+    assert source.lines()[0] == "    third_party/x (git, 1 patch)"

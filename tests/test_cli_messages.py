@@ -74,20 +74,18 @@ def _module_commands(path: Path) -> list[str]:
             return ["flagtree-verify", "flagtree-feedstock verify"]
         return ["flagtree-doctor", "flagtree-feedstock doctor"]
     relative = path.relative_to(SRC).as_posix()
+    if relative.startswith("bump/") or relative == "recipe/pins.py":
+        return ["flagtree-feedstock bump"]
     by_module = {
-        "upload.py": ["flagtree-feedstock upload"],
-        "server_files.py": ["flagtree-feedstock upload"],
-        "channel.py": [
+        "channel/upload.py": ["flagtree-feedstock upload"],
+        "channel/server_files.py": ["flagtree-feedstock upload"],
+        "channel/folder.py": [
             "flagtree-feedstock build",
             "flagtree-feedstock channel index",
             "flagtree-feedstock channel install",
         ],
         "platforms.py": ["flagtree-feedstock build", "flagtree-feedstock channel install"],
         "cli.py": FEEDSTOCK,
-        **{
-            module: ["flagtree-feedstock bump"]
-            for module in ("bump.py", "bump_cli.py", "bump_checks.py", "_git.py", "patching.py", "pins.py")
-        },
     }
     return by_module.get(relative, ["flagtree-feedstock build"])
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from _stub_channel import write_package
-from flagtree_feedstock import conda_build
-from flagtree_feedstock.conda_build import CondaBuildRequest
+from flagtree_feedstock.build import conda_build
+from flagtree_feedstock.build.conda_build import CondaBuildRequest
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
 
 
@@ -21,7 +21,7 @@ def _request(tmp_path: Path, tool: str = "conda-build", **extra: object) -> Cond
     return CondaBuildRequest(
         tool=tool,  # type: ignore[arg-type]
         recipe_dir=recipe,
-        variant_file=tmp_path / "conda_build_config.yaml",
+        exclusive_config_file=tmp_path / "conda_build_config.yaml",
         channel_dir=tmp_path / "channel",
         channels=("conda-forge",),
         target="linux-aarch64",
@@ -52,8 +52,8 @@ def test_command_line(tmp_path: Path, fake_tools: Path, tool: str, executable: s
     assert argv == [
         str(fake_tools / executable),
         str(request.recipe_dir),
-        "-m",
-        str(request.variant_file),
+        "-e",
+        str(request.exclusive_config_file),
         "--output-folder",
         str(staging),
         "-c",
@@ -102,7 +102,7 @@ def test_failing_conda_build_publishes_nothing(tmp_path: Path, fake_tools: Path)
 )
 def test_real_conda_build_knows_the_flags_we_pass() -> None:
     usage = subprocess.run(["conda-build", "--help"], capture_output=True, text=True, check=True).stdout
-    for flag in ("--output-folder", "--python", "--no-test", "-m"):
+    for flag in ("--output-folder", "--python", "--no-test", "-m", "-e"):
         assert flag in usage
 
 

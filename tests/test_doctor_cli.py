@@ -10,7 +10,10 @@ line, not fourteen, for the checks skipped for the same reason.
 from __future__ import annotations
 
 import json
+import os
 import platform
+import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +181,48 @@ def test_a_bad_cpuinfo_is_named_as_the_problem(case: str, tmp_path: Path, capsys
             f"machine's /proc/cpuinfo to {cpuinfo} (the README's 'Recording a machine' lists every file the "
             "doctor reads))\n"
         )
+
+
+def _special_files(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put a FIFO, a socket and a symlink to /dev/zero where files of the recorded ``tree`` belong."""
+    import socket  # noqa: PLC0415
+
+    cpu = tree / "sys" / "devices" / "system" / "cpu"
+    fifo = cpu / "cpu4" / "cpufreq" / "scaling_governor"  # a big core's: the governor check reads it
+    fifo.unlink()
+    os.mkfifo(fifo)
+    capacity = cpu / "cpu0" / "cpu_capacity"
+    capacity.unlink()
+    monkeypatch.chdir(capacity.parent)  # a socket's path must be short (108 bytes): bound by its name
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.bind(capacity.name)
+    vector_length = tree / "proc" / "sys" / "abi" / "sve_default_vector_length"
+    vector_length.unlink()
+    vector_length.symlink_to("/dev/zero")
+
+
+def test_special_files_in_a_recorded_tree_are_unreadable_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO (no writer ever comes), a socket and /dev/zero (no end): each is a file the doctor cannot read,
+    as one without read permission: the checks judge without it, and the doctor ends at once."""
+    tree = tmp_path / "tree"
+    shutil.copytree(DATA / "cix-p1-orion-o6", tree)
+    _special_files(tree, monkeypatch)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "flagtree-doctor"), "--root", str(tree), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,  # a FIFO read blocks for ever: the test ends here
+        # /dev/zero read whole fills the memory: at 2 GiB, not the machine's, it ends in a MemoryError.
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)),
+    )
+    assert done.returncode == 0, done.stderr
+    checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["sve-vector-length"]["message"] == (
+        "SVE vector length unknown, so the baseline runtime is used; the Armv9 one assumes 128 bits"
+    )
+    # CPU 4's governor cannot be read; the other big cores' still can.
+    assert checks["cpufreq-governor"]["message"] == "governor schedutil on CPUs 5-11; clocks ramp up late"
+    assert checks["core-types"]["status"] == "warn"  # big.LITTLE still told apart, by core type

@@ -183,3 +183,83 @@ def test_cross_built_aarch64_library(tmp_path: Path) -> None:
     needs = elf.version_needs(tmp_path / "k.so")
     assert "GLIBC_2.17" in needs["libc.so.6"]  # the first aarch64 glibc
     assert {k: set(v) for k, v in needs.items()} == readelf_needs(tmp_path / "k.so")
+
+
+@pytest.fixture(scope="module")
+def versioned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """libstdc++ stand-ins whose versions order otherwise as strings ("GLIBCXX_3.4.19" < "GLIBCXX_3.4.9"):
+    ``full`` defines GLIBCXX_3.4, 3.4.9, 3.4.19 and 3.4.30; ``nineteen`` stops at 3.4.19; ``gap`` lacks 3.4.9
+    too. Two users: ``old`` needs 3.4.9 and 3.4.19, ``new`` needs 3.4.9 and 3.4.30."""
+    work = tmp_path_factory.mktemp("versioned")
+    functions = {"3.4.9": "fake_9", "3.4.19": "fake_19", "3.4.30": "fake_30"}
+    (work / "std.c").write_text(
+        "".join(f"int {f}(void) {{ return 0; }}\n" for f in ("fake_old", *functions.values()))
+    )
+    flavours = {"full": ("3.4.9", "3.4.19", "3.4.30"), "nineteen": ("3.4.9", "3.4.19"), "gap": ("3.4.19",)}
+    for flavour, versions in flavours.items():
+        nodes, parent = ["GLIBCXX_3.4 { global: fake_old; local: *; };"], "GLIBCXX_3.4"
+        hidden = [functions[v] for v in functions if v not in versions]
+        for version in versions:
+            exported = [functions[version], *(hidden if version == versions[0] else ())]
+            nodes.append(f"GLIBCXX_{version} {{ global: {'; '.join(exported)}; }} {parent};")
+            parent = f"GLIBCXX_{version}"
+        (work / f"{flavour}.map").write_text("\n".join(nodes) + "\n")
+        (work / flavour).mkdir()
+        cc("-shared", "-fPIC", "-Wl,-soname,libstdc++.so.6", f"-Wl,--version-script={work}/{flavour}.map",
+           work / "std.c", "-o", work / flavour / "libstdc++.so.6")  # fmt: skip
+    made = {"work": work}
+    for user, calls in {"old": ("fake_9", "fake_19"), "new": ("fake_9", "fake_30")}.items():
+        source = work / f"{user}.c"
+        source.write_text(
+            "".join(f"extern int {f}(void);\n" for f in calls)
+            + f"int use(void) {{ return {' + '.join(f'{f}()' for f in calls)}; }}\n"
+        )
+        made[user] = work / f"lib{user}.so"
+        cc("-shared", "-fPIC", source, f"-L{work}/full", "-l:libstdc++.so.6", "-o", made[user])
+    return made
+
+
+@pytest.mark.skipif(HOST_LIBC is None, reason="needs a Debian-style multiarch libc")
+@pytest.mark.parametrize(
+    ("user", "library", "expected"),
+    [
+        ("old", "nineteen", ("ok", "libstdc++.so.6 GLIBCXX_3.4.19 <= GLIBCXX_3.4.19")),
+        (
+            "new",
+            "nineteen",
+            (
+                "fail",
+                "libtriton.so needs GLIBCXX_3.4.30 from /opt/old/libstdc++.so.6, which has up to GLIBCXX_3.4.19",
+            ),
+        ),
+        (
+            "new",
+            "gap",
+            (
+                "fail",
+                (
+                    "libtriton.so needs GLIBCXX_3.4.9, GLIBCXX_3.4.30 from /opt/old/libstdc++.so.6, which has up to "
+                    "GLIBCXX_3.4.19"
+                ),
+            ),
+        ),
+    ],
+    ids=["newest-needed-and-provided", "newest-provided", "missing-in-order"],
+)
+def test_glibcxx_versions_are_ordered_as_versions(
+    tmp_path: Path, versioned: dict[str, Path], user: str, library: str, expected: tuple[str, str]
+) -> None:
+    assert (
+        elf.version_needs(versioned[user])["libstdc++.so.6"]
+        == {
+            "old": {"GLIBCXX_3.4.9", "GLIBCXX_3.4.19"},
+            "new": {"GLIBCXX_3.4.9", "GLIBCXX_3.4.30"},
+        }[user]
+    )
+    root = make_root(tmp_path, versioned, binary=user, libstdcxx=library, where="opt/old")
+    console = Console(record=True, width=400)
+    assert main(
+        ["--root", str(root), "--json", "glibcxx"], env={"LD_LIBRARY_PATH": "/opt/old"}, console=console
+    ) in (0, 1)
+    (check,) = json.loads(console.export_text())["checks"]
+    assert (check["status"], check["message"]) == expected

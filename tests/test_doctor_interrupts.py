@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from _tools import TORCH_INSTALL, require_module
+
 DATA = Path(__file__).parent / "data" / "doctor"
 CIX = DATA / "cix-p1-orion-o6"
 HOOK = Path(__file__).parent / "interrupt_hook"
@@ -98,7 +100,8 @@ def test_an_interrupt_while_the_command_imports(prog: str, argv: list[str], tmp_
 
 
 def test_an_interrupt_while_verify_imports_flagtree(tmp_path: Path) -> None:
-    """The import of FlagTree (a stand-in ``triton`` here) after the install checks found it."""
+    """The import of FlagTree (a stand-in ``triton`` here) after the install checks found it (and torch)."""
+    require_module("torch", TORCH_INSTALL)
     fake = tmp_path / "site"
     (fake / "triton").mkdir(parents=True)
     # FlagTree's package imports its own modules (runtime, compiler, language, libtriton) as it loads.

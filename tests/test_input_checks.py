@@ -17,7 +17,7 @@ import pytest
 from _stub_channel import write_package
 from _tools import missing, require_executable
 from _toy import RECIPES, build_args, error_line, leftovers, native_args
-from flagtree_feedstock.channel import index_channel
+from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.cli import main
 
 TOY = RECIPES / "toy-multi"
@@ -42,7 +42,7 @@ def _render(variant_file: Path, tmp_path: Path, *extra: str) -> list[str]:
         recipe.mkdir()
         (recipe / "recipe.yaml").write_text((TOY / "recipe.yaml").read_text())
     args = build_args("toy-multi", tmp_path / "out", "--render-only", *extra)
-    args[args.index("--variant-config") + 1] = str(variant_file)
+    args[args.index("--exclusive-config-file") + 1] = str(variant_file)
     args[args.index("--recipe-dir") + 1] = str(recipe)
     return args
 
@@ -123,11 +123,11 @@ def test_a_folder_where_a_file_belongs_and_a_file_where_a_folder_belongs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = build_args("toy-multi", tmp_path / "out", "--render-only")
-    args[args.index("--variant-config") + 1] = str(tmp_path)
+    args[args.index("--exclusive-config-file") + 1] = str(tmp_path)
     assert main(args) == 2
     assert error_line(capsys.readouterr().err) == (
         f"flagtree-feedstock: error: variant file {tmp_path} is a folder, not a file "
-        "(fix: pass --variant-config the path of a conda_build_config.yaml)"
+        "(fix: pass the path of a conda_build_config.yaml, not of a folder)"
     )
     args = build_args("toy-multi", tmp_path / "out", "--render-only")
     args[args.index("--recipe-dir") + 1] = str(TOY / "recipe.yaml")
@@ -265,7 +265,7 @@ def test_a_path_too_long_is_one_line_naming_it(
     """An error no check foresaw, from every command: one line with the path, exit status 10."""
     long_path = tmp_path / TOO_LONG
     render = build_args("toy-multi", tmp_path / "out", "--render-only")
-    render[render.index("--variant-config") + 1] = str(long_path / "conda_build_config.yaml")
+    render[render.index("--exclusive-config-file") + 1] = str(long_path / "conda_build_config.yaml")
     argv = {
         "channel index": ["channel", "index", str(long_path)],
         "channel install": ["channel", "install", str(long_path), "toy-py"],
@@ -287,7 +287,7 @@ def test_a_permission_is_one_line_naming_the_path(tmp_path: Path) -> None:
     write_package(frozen / "noarch" / "toy-1.0-0.tar.bz2", "toy", "1.0", "0", "noarch")
     index_channel(frozen)
     render = build_args("toy-multi", tmp_path / "out", "--render-only")
-    render[render.index("--variant-config") + 1] = str(unreadable)
+    render[render.index("--exclusive-config-file") + 1] = str(unreadable)
     install = ["channel", "install", str(frozen), "toy", "--prefix", str(frozen / "prefix")]
     cases = [
         (render, 10, f"Permission denied: {unreadable} (fix: check the permissions along that path"),

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from _toy import RECIPES, build_args, leftovers, native_args, published
-from flagtree_feedstock import output_dir
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock.build import output_dir
 
 VENV_BIN = Path(sys.executable).parent
 # pip's generated wrapper: it imports flagtree_feedstock._entry before the guard there can run.
@@ -114,10 +114,10 @@ def test_ctrl_c_during_a_build_script(tmp_path: Path, empty_channel: Path, group
     [
         ("console-script", "rich.console"),  # while the wrapper's import of the CLI loads
         ("python -m", "rich.console"),
-        ("build --render-only", "flagtree_feedstock.render"),
+        ("build --render-only", "flagtree_feedstock.recipe.render"),
         ("channel index", "rattler.index"),
         ("channel install", "rattler"),
-        ("upload", "flagtree_feedstock.upload"),
+        ("upload", "flagtree_feedstock.channel.upload"),
     ],
 )
 def test_ctrl_c_while_a_command_loads(tmp_path: Path, command: str, module: str) -> None:

@@ -28,6 +28,7 @@ from _tools import aarch64_gcc, require_executable
 from flagtree_feedstock import llvm_archive
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
+from flagtree_feedstock.llvm_archive.fetch import SETUP_PY_MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMIT8 = yaml.safe_load((ROOT / "recipe" / "conda_build_config.yaml").read_text())["llvm_commit"][0][:8]
@@ -175,7 +176,7 @@ def test_a_bad_archive_is_one_line_and_nothing_renders_or_builds(
     make, message = BAD_ARCHIVES[case]
     archive = make(tmp_path, programs)
     rendered = []
-    monkeypatch.setattr("flagtree_feedstock.render.render", lambda *a, **k: rendered.append(a) or [])
+    monkeypatch.setattr("flagtree_feedstock.recipe.render.render", lambda *a, **k: rendered.append(a) or [])
     out = tmp_path / "channel"
     assert main(["build", "--output-dir", str(out), "--llvm-archive", str(archive)]) == 2
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("flagtree-feedstock: error:")]
@@ -218,7 +219,7 @@ def test_a_sha256_that_differs_is_refused(tmp_path, programs, env, capsys):
 def test_a_folder_is_packed_reproducibly_into_the_cache(tmp_path, programs, env):
     first = make_tree(tmp_path / "one", programs["glibc-2.34"])
     second = make_tree(tmp_path / "two", programs["glibc-2.34"])
-    (second / llvm_archive.SETUP_PY_MARKER).write_text("https://oaitriton.blob.core.windows.net/...\n")
+    (second / SETUP_PY_MARKER).write_text("https://oaitriton.blob.core.windows.net/...\n")
     for path in second.rglob("*"):  # other times, same content
         if not path.is_symlink():
             os.utime(path, (1, 1))
@@ -228,7 +229,7 @@ def test_a_folder_is_packed_reproducibly_into_the_cache(tmp_path, programs, env)
     assert cached.parent == llvm_archive.cache_dir(env) and cached.name.startswith(f"{TOP}-")
     with tarfile.open(cached) as tar:
         names = tar.getnames()
-        assert names[0] == TOP and f"{TOP}/{llvm_archive.SETUP_PY_MARKER}" not in names
+        assert names[0] == TOP and f"{TOP}/{SETUP_PY_MARKER}" not in names
         assert tar.getmember(f"{TOP}/bin/llvm-config").issym()
         assert {(m.uid, m.mtime, m.uname) for m in tar.getmembers()} == {(0, 0, "")}
     with gzip.open(cached) as unpacked:
@@ -359,7 +360,7 @@ def test_an_archive_above_the_glibc_floor_is_refused_before_anything_builds(tmp_
 
 def test_no_sysroot_of_conda_forge_is_high_enough(tmp_path):
     """GLIBC_2.41 cannot be made here (Debian's glibc is 2.36): the decision alone, on a recorded inspection."""
-    from flagtree_feedstock.render import render  # noqa: PLC0415
+    from flagtree_feedstock.recipe.render import render  # noqa: PLC0415
 
     keys = tmp_path / "archive.yaml"
     keys.write_text(f'llvm_archive_url: ["file:///x"]\nllvm_archive_sha256: ["{"0" * 64}"]\n')
@@ -401,7 +402,7 @@ def test_a_recipe_without_the_keys_is_refused(tmp_path, programs, env, capsys):
         "--render-only",
         "--recipe-dir",
         str(toy),
-        "--variant-config",
+        "--exclusive-config-file",
         str(toy / "conda_build_config.yaml"),
     ]
     assert main([*argv, "--llvm-archive", str(archive)], env=env) == 2
@@ -478,7 +479,7 @@ def test_render_only_of_a_url_does_not_download_it(env, capsys):
 
 
 def test_the_options_may_come_from_the_environment():
-    from flagtree_feedstock.options import from_cli  # noqa: PLC0415
+    from flagtree_feedstock.build.options import from_cli  # noqa: PLC0415
 
     env = {"FLAGTREE_FEEDSTOCK_LLVM_ARCHIVE": "/a.tar.gz", "FLAGTREE_FEEDSTOCK_LLVM_ARCHIVE_SHA256": "e" * 64}
     options = from_cli({}, env)
@@ -487,21 +488,21 @@ def test_the_options_may_come_from_the_environment():
 
 
 def test_conda_build_reads_the_archive_s_variant_file_after_the_global_one(tmp_path, monkeypatch):
-    from flagtree_feedstock import conda_build  # noqa: PLC0415
+    from flagtree_feedstock.build import conda_build  # noqa: PLC0415
 
     monkeypatch.setattr(conda_build._subprocess, "which", lambda name, install_hint: f"/bin/{name}")
     (tmp_path / "meta.yaml").write_text("")
     request = conda_build.CondaBuildRequest(
         tool="conda-build",
         recipe_dir=tmp_path,
-        variant_file=Path("conda_build_config.yaml"),
-        extra_variant_files=(Path("archive.yaml"),),
+        exclusive_config_file=Path("conda_build_config.yaml"),
+        variant_files=(Path("archive.yaml"),),
         channel_dir=tmp_path / "out",
         channels=("conda-forge",),
         target="linux-aarch64",
     )
     argv = conda_build.command(request, output_folder=tmp_path / "staging")
-    assert argv[1:6] == [str(tmp_path), "-m", "conda_build_config.yaml", "-m", "archive.yaml"]
+    assert argv[1:6] == [str(tmp_path), "-e", "conda_build_config.yaml", "-m", "archive.yaml"]
 
 
 def test_render_only_says_when_a_variant_file_selects_an_archive_unchecked(tmp_path, env, capsys):

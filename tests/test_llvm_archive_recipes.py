@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from _recipe_support import PYTHONS, ROOT, TARGET, VARIANT_FILES, first_variant, meta_outputs, render_meta
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 ARCHIVE = {
     "llvm_archive_url": "file:///home/user/.triton/llvm/llvm-a66376b0-ubuntu-arm64.tar.gz",

@@ -3,7 +3,7 @@
 The closure is computed on graphs in the format of CMake's ``--graphviz`` (the lines below are copied from the
 file CMake 3.25 writes for LLVM 19.1.7; the benchmark and the closing note of issue 13 run it on the real
 graph). With ``FLAGTREE_SRC`` set, the libraries FlagTree's cpu build links are read from its CMake files and
-compared with the list build-llvm.sh installs (``flagtree_feedstock.cmake_scan``, which ``flagtree-feedstock
+compared with the list build-llvm.sh installs (``flagtree_feedstock.bump.cmake_scan``, which ``flagtree-feedstock
 bump`` runs on a new commit); flagtree-cpu's files come from ``FLAGTREE_CPU_SRC`` when set, else from the
 scan's record of the pinned flagtree-cpu.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from _recipe_support import dot_graph, first_variant, llvm_distribution
 from _tools import upstream_source
-from flagtree_feedstock.cmake_scan import (
+from flagtree_feedstock.bump.cmake_scan import (
     FLAGTREE_CPU_RECORDS,
     cmake_links,
     expected_llvm_links,

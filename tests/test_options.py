@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from flagtree_feedstock.build.options import BuildOptions, from_cli
 from flagtree_feedstock.errors import ConfigurationError
-from flagtree_feedstock.options import BuildOptions, from_cli
 
 
 def test_defaults_when_nothing_is_given() -> None:

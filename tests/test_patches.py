@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from _tools import require_executable, upstream_source
-from flagtree_feedstock import patching
+from flagtree_feedstock.bump import patching
 
 REPO = Path(__file__).resolve().parent.parent
 PATCHES = REPO / "patches"
@@ -239,7 +239,7 @@ def test_series_applies_without_fuzz_or_offset(series: Series, tmp_path: Path) -
 def apply_series(patches: list[Path], src: Path, dest: Path) -> None:
     """Apply ``patches`` in order, with GNU patch and no fuzz, to a copy in ``dest`` of the files they touch.
 
-    The application is ``flagtree_feedstock.patching.apply_series``, the one ``flagtree-feedstock bump`` runs;
+    The application is ``flagtree_feedstock.bump.patching.apply_series``, the one ``flagtree-feedstock bump`` runs;
     the patched files are left in ``dest`` for the tests that load them.
     """
     require_executable("patch", "patch")

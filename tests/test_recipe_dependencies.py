@@ -2,7 +2,7 @@
 
 The link check reads FlagTree's own CMake files from ``FLAGTREE_SRC`` (a checkout of flagtree_commit; and
 flagtree-cpu's from ``FLAGTREE_CPU_SRC`` when set) and is skipped with a reason without it. The scan is
-``flagtree_feedstock.cmake_scan``, which ``flagtree-feedstock bump`` runs on a new commit against recipe.yaml.
+``flagtree_feedstock.bump.cmake_scan``, which ``flagtree-feedstock bump`` runs on a new commit against recipe.yaml.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from _recipe_support import PYTHONS, RECIPE_V1, TARGET, VARIANT_FILES, meta_outputs, requirement_strings
 from _tools import upstream_source
-from flagtree_feedstock.bump_checks import recipe_host
-from flagtree_feedstock.cmake_scan import plain_libraries, unprovided
-from flagtree_feedstock.render import render
+from flagtree_feedstock.bump.checks import recipe_host
+from flagtree_feedstock.bump.cmake_scan import plain_libraries, unprovided
+from flagtree_feedstock.recipe.render import render
 
 # The folders of flagtree-cpu that FlagTree's link script (python/scripts/link_flagtree_cpu.sh) links into its
 # tree, and so builds; the rest of flagtree-cpu (a whole Triton fork) is not part of the build.

@@ -25,7 +25,7 @@ from _recipe_support import (
     render_meta,
     requirement_strings,
 )
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 
 @cache

@@ -7,7 +7,7 @@ from functools import cache
 import pytest
 
 from _recipe_support import PIN_KEYS, PYTHONS, RECIPE_DIR, RECIPE_V1, VARIANT_FILES, first_variant
-from flagtree_feedstock.render import RenderedOutput, render
+from flagtree_feedstock.recipe.render import RenderedOutput, render
 
 
 @cache

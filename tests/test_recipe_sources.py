@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from _recipe_support import OUTPUTS, RECIPE_V1, TARGET, VARIANT_FILES, render_meta
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 MIRROR = "file:///srv/github-mirror"
 

@@ -13,7 +13,7 @@ import pytest
 from _recipe_support import RECIPE_V1, TARGET, VARIANT_FILES
 from _toy import build_args
 from flagtree_feedstock.cli import main
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 
 def test_only_a_test_scripts_env_reaches_the_test(

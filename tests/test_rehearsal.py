@@ -36,7 +36,7 @@ from _rehearsal_sources import (
     synthesize_flagtree,
 )
 from _tools import aarch64_gcc, require_executable, upstream_source
-from flagtree_feedstock.channel import index_channel, smoke_install
+from flagtree_feedstock.channel.folder import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import FeedstockError
 
@@ -172,7 +172,7 @@ def test_flagtree_plain_libraries_match_upstream() -> None:
     flagtree_src = upstream_source("FLAGTREE_SRC")
     import importlib.util  # noqa: PLC0415
 
-    from flagtree_feedstock.cmake_scan import plain_libraries  # noqa: PLC0415
+    from flagtree_feedstock.bump.cmake_scan import plain_libraries  # noqa: PLC0415
 
     spec = importlib.util.spec_from_file_location(
         "cmake_standin", ROOT / "tests" / "rehearsal" / "cmake_standin.py"
@@ -464,7 +464,7 @@ def archive_rehearsal(tmp_path_factory: pytest.TempPathFactory, rehearsal: Rehea
     archive route built with c_stdlib_version raised to what the archive needs; flagtree-doctor is reused."""
     from _rehearsal_archive import archive_variants, standin_archive  # noqa: PLC0415
     from flagtree_feedstock import llvm_archive  # noqa: PLC0415
-    from flagtree_feedstock.render import render  # noqa: PLC0415
+    from flagtree_feedstock.recipe.render import render  # noqa: PLC0415
 
     folder = tmp_path_factory.mktemp("archive-rehearsal")
     archive = standin_archive(_package(rehearsal.channel, "flagtree-llvm"), folder, top=_archive_top())
@@ -511,7 +511,7 @@ def test_flagtree_cpu_against_the_archive_needs_its_glibc_installs_and_activates
     glibc 2.36 one (Debian 12's), where it activates as the from-source package does."""
     import json  # noqa: PLC0415
 
-    from flagtree_feedstock import channel  # noqa: PLC0415
+    from flagtree_feedstock.channel import folder as channel_folder  # noqa: PLC0415
     from flagtree_feedstock.errors import ChannelError  # noqa: PLC0415
 
     cpu = archive_rehearsal.built["flagtree-cpu"]
@@ -532,9 +532,9 @@ def test_flagtree_cpu_against_the_archive_needs_its_glibc_installs_and_activates
     with pytest.raises(ChannelError, match="cannot solve flagtree-cpu"):
         install(tmp_path / "glibc-2.17")
     machine = [
-        (n, "2.36" if n == "__glibc" else v, b) for n, v, b in channel._TARGET_VIRTUAL_PACKAGES[TARGET]
+        (n, "2.36" if n == "__glibc" else v, b) for n, v, b in channel_folder._TARGET_VIRTUAL_PACKAGES[TARGET]
     ]
-    monkeypatch.setitem(channel._TARGET_VIRTUAL_PACKAGES, TARGET, tuple(machine))
+    monkeypatch.setitem(channel_folder._TARGET_VIRTUAL_PACKAGES, TARGET, tuple(machine))
     installed = install(tmp_path / "env")
     assert {"flagtree-cpu", "flagtree-doctor", "python"} <= {p.name for p in installed}  # type: ignore[attr-defined]
     _check_activation(tmp_path / "env")

@@ -21,8 +21,8 @@ from urllib.parse import quote
 import pytest
 
 from _toy import build_args, make_empty_channel, native_args
+from flagtree_feedstock.channel.upload import redact
 from flagtree_feedstock.cli import main
-from flagtree_feedstock.upload import redact
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = "recorded-secret-token"

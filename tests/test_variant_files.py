@@ -6,8 +6,13 @@ variant files, and must end in exactly one line and exit status 2.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,7 @@ import yaml
 
 from _recipe_support import RECIPE_DIR, ROOT, SHARED, VARIANT_FILES, variants
 from flagtree_feedstock.cli import main
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 GLOBAL, OWN = VARIANT_FILES
 PINNING = SHARED / "data" / "conda-forge-pinning.yaml"
@@ -62,7 +67,7 @@ class Copy:
                 "--render-only",
                 "--recipe-dir",
                 str(self.recipe_dir),
-                "--variant-config",
+                "--exclusive-config-file",
                 str(self.global_file),
                 "--target-platform",
                 "linux-aarch64",
@@ -102,6 +107,20 @@ def test_misspelt_key_names_the_file_line_and_the_key_meant(
     assert copy.fails(capsys) == (
         f"flagtree-feedstock: error: {copy.own}:{line}: unknown variant key sleef_comit "
         f"(fix: did you mean sleef_commit, which {copy.recipes} use?)"
+    )
+
+
+def test_a_key_set_twice_in_a_file_is_named_at_both_lines(
+    copy: Copy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rattler-build refuses it at a line of its own count (line 16 for a key at lines 20 and 49): our check
+    comes first and names both lines."""
+    first = _line_of(copy.own, "flagtree_commit")
+    pinned = yaml.safe_load(copy.own.read_text())["flagtree_commit"][0]
+    line = copy.append(copy.own, f'flagtree_commit:\n  - "{pinned}"\n')
+    assert copy.fails(capsys) == (
+        f"flagtree-feedstock: error: {copy.own}:{line}: flagtree_commit is set a second time in this file "
+        f"(first at line {first}) (fix: keep one flagtree_commit: entry)"
     )
 
 
@@ -317,3 +336,127 @@ def test_a_key_read_with_a_default_and_also_without_one_is_still_needed(
     code, line = copy.run(capsys)
     assert code == 2
     assert "no variant file sets github_url" in line
+
+
+# ---- --variant-config adds; --exclusive-config-file replaces the root file (issue 24 item 3) ----------------
+
+
+def _render_json(
+    capsys: pytest.CaptureFixture[str], *args: str, env: dict[str, str] | None = None
+) -> list[dict]:
+    """``build --render-only --json`` of the repository's recipe with ``args``, from the repository's root."""
+    assert main(["build", "--render-only", "--json", *args], env=env) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)["outputs"]
+
+
+@pytest.fixture
+def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # where the root conda_build_config.yaml and recipe/ are found by default
+
+
+@pytest.mark.usefixtures("at_root")
+def test_a_file_holding_only_python_renders_that_python_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    every = _render_json(capsys)
+    only = tmp_path / "py312.yaml"
+    only.write_text('python:\n  - "3.12"\n')
+    outputs = _render_json(capsys, "--variant-config", str(only))
+    assert {o["python"] for o in outputs if o["name"] == "flagtree-cpu"} == {"3.12"}
+    assert len({o["python"] for o in every if o["name"] == "flagtree-cpu"}) > 1
+    # Every other key still comes from the two default files: the same pins, the same LLVM package.
+    assert {o["build_string"] for o in outputs if o["name"] == "flagtree-llvm"} == {
+        o["build_string"] for o in every if o["name"] == "flagtree-llvm"
+    }
+
+
+@pytest.mark.usefixtures("at_root")
+def test_a_file_holding_only_a_pin_overrides_that_pin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commit = "0123456789abcdef" * 2 + "01234567"
+    pin = tmp_path / "pin.yaml"
+    pin.write_text(f'flagtree_commit:\n  - "{commit}"\n')
+    outputs = _render_json(capsys, "--variant-config", str(pin))
+    assert {o["pins"]["flagtree_commit"] for o in outputs if o["name"] == "flagtree-cpu"} == {commit}
+    pinned = yaml.safe_load(OWN.read_text())["llvm_commit"][0]
+    assert {o["pins"]["llvm_commit"] for o in outputs if o["name"] == "flagtree-cpu"} == {pinned}
+
+
+@pytest.mark.usefixtures("at_root")
+def test_later_files_win_and_the_environment_may_name_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "a b, c.yaml", tmp_path / "second.yaml"
+    first.write_text('python:\n  - "3.11"\n  - "3.12"\n')
+    second.write_text('python:\n  - "3.13"\n')
+    for args, env in (
+        (["--variant-config", str(first), "-m", str(second)], None),
+        ([], {"FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": f"{first}:{second}"}),
+    ):
+        outputs = _render_json(capsys, *args, env=env)
+        assert {o["python"] for o in outputs if o["name"] == "flagtree-cpu"} == {"3.13"}, args
+    outputs = _render_json(capsys, "--variant-config", str(second), "--variant-config", str(first))
+    assert {o["python"] for o in outputs if o["name"] == "flagtree-cpu"} == {"3.11", "3.12"}
+
+
+@pytest.mark.usefixtures("at_root")
+def test_the_exclusive_config_file_replaces_the_root_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    partial = tmp_path / "py312.yaml"
+    partial.write_text('python:\n  - "3.12"\n')
+    # In place of the root file, the same partial file lacks what only the root file sets.
+    assert main(["build", "--render-only", "--exclusive-config-file", str(partial)]) == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert "no variant file sets python_min, which " in line
+    assert f"to {partial} or recipe/conda_build_config.yaml)" in line
+    # A whole root file in its place renders, with its values.
+    root = tmp_path / "conda_build_config.yaml"
+    root.write_text(GLOBAL.read_text().replace('"2.17"', '"2.28"'))
+    outputs = _render_json(capsys, "--exclusive-config-file", str(root))
+    assert {o["variant"]["c_stdlib_version"] for o in outputs if "c_stdlib_version" in o["variant"]} == {
+        "2.28"
+    }
+
+
+def test_help_says_the_files_are_added() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "flagtree_feedstock", "build", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    text = " ".join(done.stdout.split())
+    assert "-m FILE, --variant-config FILE a variant file added over the root conda_build_config.yaml" in text
+    assert 'a file holding only python: ["3.12"] builds for 3.12 alone' in text
+    assert "-e FILE, --exclusive-config-file FILE the root variant file, read first" in text
+
+
+def test_conda_build_gets_the_root_file_as_e_and_the_added_ones_as_m(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flagtree_feedstock.build import conda_build  # noqa: PLC0415
+
+    requests: list[conda_build.CondaBuildRequest] = []
+    monkeypatch.setattr(conda_build, "build", lambda request: requests.append(request) or [])
+    monkeypatch.setattr(conda_build._subprocess, "which", lambda name, install_hint: f"/bin/{name}")
+    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-aarch64")
+    added = tmp_path / "py312.yaml"
+    added.write_text('python:\n  - "3.12"\n')
+    argv = [
+        "build",
+        "--tool",
+        "conda-build",
+        "--recipe-dir",
+        str(RECIPE_DIR),
+        "--output-dir",
+        str(tmp_path / "out"),
+    ]
+    argv += ["--exclusive-config-file", str(GLOBAL), "--variant-config", str(added)]
+    assert main(argv) == 0
+    (request,) = requests
+    assert (request.exclusive_config_file, request.variant_files) == (GLOBAL, (added,))
+    argv = conda_build.command(replace(request, recipe_dir=RECIPE_DIR), output_folder=tmp_path / "staging")
+    assert argv[2:6] == ["-e", str(GLOBAL), "-m", str(added)]

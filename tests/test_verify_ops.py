@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from _tools import require_module
+from _tools import TORCH_INSTALL, require_module
 
-require_module("torch", "pip install torch==2.13.0")
+require_module("torch", TORCH_INSTALL)
 
 import torch
 

@@ -14,9 +14,9 @@ import math
 
 import pytest
 
-from _tools import require_module
+from _tools import TORCH_INSTALL, require_module
 
-require_module("torch", "pip install torch==2.13.0")
+require_module("torch", TORCH_INSTALL)
 require_module("numpy", "pip install numpy")
 
 import numpy as np

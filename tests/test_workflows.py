@@ -21,7 +21,7 @@ import yaml
 
 from _bump_sources import Standins, copy_feedstock, make_standins
 from _tools import require_executable
-from flagtree_feedstock.render import render
+from flagtree_feedstock.recipe.render import render
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -348,7 +348,7 @@ def test_render_step_emits_the_toy_recipes_python_matrix(tmp_path: Path) -> None
         tmp_path,
         {
             "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(TOY),
-            "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(TOY / "conda_build_config.yaml"),
+            "FLAGTREE_FEEDSTOCK_EXCLUSIVE_CONFIG_FILE": str(TOY / "conda_build_config.yaml"),
             "CPU_OUTPUT": "toy-py",
             "LLVM_OUTPUT": "toy-llvm",
         },
@@ -383,7 +383,7 @@ def test_render_step_fails_when_the_outputs_are_not_in_the_recipe(tmp_path: Path
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             "GITHUB_OUTPUT": str(github_output),
             "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(TOY),
-            "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(TOY / "conda_build_config.yaml"),
+            "FLAGTREE_FEEDSTOCK_EXCLUSIVE_CONFIG_FILE": str(TOY / "conda_build_config.yaml"),
             "CPU_OUTPUT": "flagtree-cpu",
             "LLVM_OUTPUT": "flagtree-llvm",
         },
@@ -435,7 +435,7 @@ def test_render_step_emits_the_real_recipes_python_matrix(tmp_path: Path) -> Non
     # Run in a scratch folder (the step writes rendered.json), pointed at the repository's recipe.
     recipe = {
         "FLAGTREE_FEEDSTOCK_RECIPE_DIR": str(ROOT / "recipe"),
-        "FLAGTREE_FEEDSTOCK_VARIANT_CONFIG": str(ROOT / "conda_build_config.yaml"),
+        "FLAGTREE_FEEDSTOCK_EXCLUSIVE_CONFIG_FILE": str(ROOT / "conda_build_config.yaml"),
     }
     outputs = _run_render_step(tmp_path, {**workflow["env"], **recipe}, tmp_path)
     # The job names only the global variant file; the recipe folder's own (the pins) is read after it.

@@ -1,5 +1,16 @@
 """flagtree-feedstock: build, check and diagnose the flagtree-cpu conda packages.
 
+The package in layers, each importing only the layers below it (``tests/test_layers.py`` checks this):
+
+1. the top-level helpers: ``errors`` (one root, an exit status per class), ``platforms``, ``_engine`` (the
+   optional engines), ``_interrupts``, ``_paths``, ``_progress``, ``_subprocess``;
+2. :mod:`.recipe` (variants, render, sources, pins) and :mod:`.channel` (channel folders, upload);
+3. :mod:`.build` (the main job; it may use ``recipe`` and ``channel``), :mod:`.bump` and :mod:`.llvm_archive`
+   (both may use ``recipe``);
+4. the CLI: ``cli``, ``_entry``, ``__main__``.
+
+New code goes into the subpackage of its concern; a helper two subpackages need goes to the top level.
+
 Importing the package imports nothing else (the console script's interrupt guard starts after it loads);
 ``FeedstockError`` is loaded on first use.
 """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -16,19 +15,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from flagtree_doctor.terminal import new_console, print_json
+
 from . import __version__, llvm_archive
 from ._interrupts import EXIT_INTERRUPTED
 from ._progress import ConsoleHandler, EngineEvents, new_progress
-from .build import plan_builds, select_outputs
-from .bump_cli import add_bump_parser, run_bump
-from .channel import check_channels, package_files
+from .build.options import TOOLS, BuildOptions, from_cli
+from .build.output_dir import check_output_dir
+from .build.plan import BuildStep, plan_builds, select_outputs
+from .bump.cli import add_bump_parser, run_bump
+from .channel.folder import check_channels, package_files
 from .errors import ConfigurationError, FeedstockError, file_access_error
-from .options import TOOLS, BuildOptions, from_cli
-from .output_dir import check_output_dir
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
-from .render import PIN_KEYS, RenderedOutput
-from .sources import output_sources, source_lines
-from .variants import variant_files
+from .recipe.render import PIN_KEYS, RenderedOutput
+from .recipe.sources import output_sources, source_lines
+from .recipe.variants import variant_files
 
 PROG = "flagtree-feedstock"
 INSTALL_TARGET = "flagtree-cpu"
@@ -50,13 +51,26 @@ def _parser() -> argparse.ArgumentParser:
         "build",
         help="render and build the recipe into a local channel (the main job)",
         epilog="Each value option may also come from FLAGTREE_FEEDSTOCK_<OPTION> (FLAGTREE_FEEDSTOCK_PYTHON, "
-        "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas); the command line wins.",
+        "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas, paths by ':'); the command "
+        "line wins.",
     )
     build.add_argument("--recipe-dir", help="folder with recipe.yaml and meta.yaml [recipe]")
     build.add_argument(
+        "-m",
         "--variant-config",
-        help="the global variant file [conda_build_config.yaml]; the recipe folder's own "
-        "conda_build_config.yaml is read after it",
+        dest="variant_configs",
+        action="append",
+        metavar="FILE",
+        help="a variant file added over the root conda_build_config.yaml and the recipe folder's own, as "
+        "conda-build's and rattler-build's -m add (repeatable; later files win): a file holding only "
+        'python: ["3.12"] builds for 3.12 alone, one holding only flagtree_commit moves that pin',
+    )
+    build.add_argument(
+        "-e",
+        "--exclusive-config-file",
+        metavar="FILE",
+        help="the root variant file, read first [conda_build_config.yaml]; the recipe folder's own and the "
+        "--variant-config files are still read after it, as with conda-build's -e",
     )
     build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
     build.add_argument("--build-platform", help="this host's platform, to cross-build for another target")
@@ -184,8 +198,8 @@ def main(  # noqa: PLR0911 - a return per command
         return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
-    out = console or Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    out = console or new_console()
+    err = new_console(stderr=True)
     _configure_logging(err)
     try:
         if args.command == "build":
@@ -212,7 +226,7 @@ def _configure_logging(err: Console) -> None:
 
 
 def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
-    from .render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
+    from .recipe.render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
 
     # Every option, and the --python/--output choices against the rendered matrix, is checked before the
     # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
@@ -229,7 +243,8 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         recipe_dir=options.recipe_dir,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
-    files = (*variant_files(options.recipe_dir, options.variant_config), *archive_files)
+    given = variant_files(options.recipe_dir, options.exclusive_config_file, options.variant_configs)
+    files = (*given, *archive_files)
     outputs = render(
         options.recipe_dir / "recipe.yaml",
         files,
@@ -237,7 +252,9 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         build=options.build_platform,
     )
     if archive is not None:
-        llvm_archive.check_rendered(archive, outputs, variant_file=options.variant_config)
+        # The fix names the file to raise c_stdlib_version in: the last one given, else the root one.
+        raise_in = options.variant_configs[-1] if options.variant_configs else options.exclusive_config_file
+        llvm_archive.check_rendered(archive, outputs, variant_file=raise_in)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
         _print_rendered(selected, out, as_json=args.json, rendered=len(outputs), archive=archive)
@@ -254,15 +271,15 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             variant_config=files,
         )
     else:
-        from .conda_build import CondaBuildRequest  # noqa: PLC0415
-        from .conda_build import build as conda_build  # noqa: PLC0415
+        from .build.conda_build import CondaBuildRequest  # noqa: PLC0415
+        from .build.conda_build import build as conda_build  # noqa: PLC0415
 
         published = conda_build(
             CondaBuildRequest(
                 tool=options.tool,
                 recipe_dir=options.recipe_dir,
-                variant_file=options.variant_config,
-                extra_variant_files=archive_files,
+                exclusive_config_file=options.exclusive_config_file,
+                variant_files=(*options.variant_configs, *archive_files),
                 channel_dir=options.output_dir,
                 channels=options.channels,
                 target=options.target_platform,
@@ -327,11 +344,13 @@ def _build_rattler(
     emulated: bool = False,
     variant_config: tuple[Path, ...] = (),
 ) -> list[Path]:
-    from .build import BuildSettings, BuildStep, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
+    from .build.run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs)
     recipe = options.recipe_dir / "recipe.yaml"
-    files = variant_config or variant_files(options.recipe_dir, options.variant_config)
+    files = variant_config or variant_files(
+        options.recipe_dir, options.exclusive_config_file, options.variant_configs
+    )
     foreign = None
     if options.target_platform != host_platform():
         foreign = ForeignTarget(
@@ -398,10 +417,11 @@ def _print_rendered(
             "llvm_archive": archive.as_json() if archive is not None else None,
             "glibc_floor": llvm_archive.glibc_floor(outputs),
         }
-        out.print_json(json.dumps(document))
+        print_json(out, document)
         return
     plan = plan_builds(outputs)
-    # Fits 80 columns (a pipe or a small terminal): names never wrap or shorten; the rest folds if it must.
+    # Off a terminal nothing wraps (flagtree_doctor.terminal); in a small terminal names never wrap or shorten,
+    # the rest folds if it must.
     packages = Table(title="packages to build")
     packages.add_column("package", no_wrap=True, min_width=max(len(s.output.name) for s in plan))
     packages.add_column("version", overflow="fold")
@@ -434,8 +454,8 @@ def _print_rendered(
 
 
 def _channel(args: argparse.Namespace, out: Console) -> int:
-    from .channel import index_channel, smoke_install  # noqa: PLC0415
-    from .output_dir import output_lock  # noqa: PLC0415
+    from .build.output_dir import output_lock  # noqa: PLC0415
+    from .channel.folder import index_channel, smoke_install  # noqa: PLC0415
 
     if args.channel_command == "index":
         # A build may be writing into the folder: wait for it (a folder that is not there takes no lock file).
@@ -467,7 +487,7 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
 
 
 def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> int:
-    from .upload import UploadRequest, parse_server, upload_channel  # noqa: PLC0415
+    from .channel.upload import UploadRequest, parse_server, upload_channel  # noqa: PLC0415
 
     request = UploadRequest(
         channel_dir=args.channel_dir,

@@ -9,13 +9,13 @@ always gets JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import NoReturn
 
 from rich.console import Console
 
 from .errors import ConfigurationError, DoctorError
+from .terminal import print_json
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -30,5 +30,5 @@ def report_error(exc: DoctorError, *, prog: str, as_json: bool, schema_version: 
     print(f"{prog}: error: {exc}", file=sys.stderr)
     if as_json:
         error = {"message": exc.message, "fix": exc.fix, "exit_status": exc.return_code}
-        out.print_json(json.dumps({"schema_version": schema_version, "error": error}))
+        print_json(out, {"schema_version": schema_version, "error": error})
     return exc.return_code

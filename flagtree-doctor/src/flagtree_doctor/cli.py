@@ -8,7 +8,6 @@ active conda environment, or one it cannot write into).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from .errors import ConfigurationError, DoctorError
 from .model import Facts, System
 from .openmp import SHELLS
 from .report import SCHEMA_VERSION, count_line, exit_status, shared_skips, summary_lines, table, to_json
+from .terminal import new_console, print_json
 
 PROG = "flagtree-doctor"
 # What a recorded tree must hold (see the README, "Recording a machine"): the CPU checks read it first.
@@ -129,7 +129,7 @@ def main(
 ) -> int:
     """Run the doctor and return its exit status (0 ok, 1 a check failed, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    out = console or Console(highlight=False)
+    out = console or new_console()
     as_json = "--json" in argv
     try:
         args = _parser(prog).parse_args(argv)
@@ -153,7 +153,7 @@ def main(
     except DoctorError as exc:
         return report_error(exc, prog=prog, as_json=as_json, schema_version=SCHEMA_VERSION, out=out)
     if args.json:
-        out.print_json(json.dumps(to_json(facts, results)))
+        print_json(out, to_json(facts, results))
     else:
         for line in summary_lines(facts, results):
             out.print(escape(line))

@@ -269,6 +269,7 @@ def check_sve_vector_length(facts: Facts) -> CheckResult:
     want = ARMV9_RUNTIME.sve_vector_bits or 128
     if "sve" not in cpu.features:
         return CheckResult(id=check, status="skip", message="no SVE on this CPU (see cpu-features)")
+    # not a version order: CPU feature names
     lacks = sorted(ARMV9_RUNTIME.features - cpu.features)
     if lacks:  # no vector length makes up for a missing feature: say so, suggest nothing
         seen = f"SVE vectors are {cpu.sve_vector_bits} bits, but " if cpu.sve_vector_bits else ""

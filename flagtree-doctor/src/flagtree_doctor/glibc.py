@@ -74,6 +74,7 @@ def find_requirements(system: System, binaries: Iterable[Path]) -> list[Requirem
     for binary in binaries:
         host_path = system.path(binary)
         info = elf.dynamic_info(host_path)
+        # not a version order: by library file name
         for library, versions in sorted(elf.version_needs(host_path).items()):
             provider = resolve_library(system, library, binary, info, loaded)
             provided = elf.version_definitions(system.path(provider)) if provider else frozenset()

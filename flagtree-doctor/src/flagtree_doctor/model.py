@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +46,25 @@ class System:
         return self.root / str(absolute).lstrip("/")
 
     def read_text(self, absolute: str | Path) -> str | None:
-        """The stripped text of a file on the inspected system, or ``None`` when it cannot be read."""
+        """The stripped text of a file on the inspected system, or ``None`` when it cannot be read.
+
+        Only a regular file is read (the files of ``/proc`` and ``/sys`` are regular files too). A FIFO, a
+        socket or a device where a file belongs (a ``--root`` tree copied with its special files, a symlink to
+        ``/dev/zero``) cannot be read, as a file without read permission cannot: the checks that need it judge
+        without it or skip, and none of them waits for a writer that never comes or reads without end. It is
+        opened without blocking, so a FIFO is seen for what it is before anything is read.
+        """
         try:
-            return self.path(absolute).read_text(encoding="utf-8", errors="replace").strip()
+            fd = os.open(self.path(absolute), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
+        with os.fdopen(fd, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            try:
+                return stream.read().decode("utf-8", errors="replace").strip()
+            except OSError:
+                return None
 
     def which(self, name: str) -> Path | None:
         """``name`` looked up on the inspected system's ``PATH`` (an absolute name is taken as is)."""

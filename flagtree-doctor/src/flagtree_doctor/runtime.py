@@ -241,6 +241,7 @@ def check_tle_ops(facts: Facts) -> CheckResult:
         return CheckResult(id=check, status="ok", message="every TLE op runs here (the Armv9 runtime)")
     if not verdict.unsupported:
         return CheckResult(id=check, status="ok", message="every TLE op runs here on the baseline runtime")
+    # not a version order: CPU feature names
     missing = sorted({feature for op in verdict.unsupported for feature in op.missing})
     return CheckResult(
         id=check,

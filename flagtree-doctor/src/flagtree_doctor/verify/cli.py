@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,6 +27,7 @@ from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_
 from flagtree_doctor.errors import ConfigurationError, DoctorError, NotInstalledError
 from flagtree_doctor.manifest import read_manifest, unsupported_ops
 from flagtree_doctor.target import BASELINE_RUNTIME
+from flagtree_doctor.terminal import new_console, print_json
 
 from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops, unsupported_steps
 from .references import TOLERANCES
@@ -71,7 +71,7 @@ def main(
 ) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
-    out = console or Console(highlight=False)
+    out = console or new_console()
     as_json = "--json" in argv
     try:
         args = _parser(prog).parse_args(argv)
@@ -98,7 +98,7 @@ def main(
     if gate is not None:  # the kernels were required here: the one line CI logs show
         print(f"{prog}: error: {gate.detail}", file=sys.stderr)
     if args.json:
-        out.print_json(json.dumps(to_json(outcomes)))
+        print_json(out, to_json(outcomes))
     else:
         out.print(table(outcomes))
         out.print(

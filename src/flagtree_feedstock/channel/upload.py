@@ -19,9 +19,10 @@ from types import ModuleType
 from typing import get_args
 from urllib.parse import quote
 
-from ._engine import require
-from .channel import package_files
-from .errors import ChannelError, ConfigurationError, NothingToDoError
+from flagtree_feedstock._engine import require
+from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
+
+from .folder import package_files
 from .server_files import Server, ServerFiles
 
 LOGGER = logging.getLogger(__name__)

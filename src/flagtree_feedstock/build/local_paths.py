@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlparse
 
 import zstandard
 
-from .channel import package_files
+from flagtree_feedstock.channel.folder import package_files
 
 LOCAL = "local"
 INFO_ZSTD_LEVEL = 19  # the inner info archive is small; rattler-build's own default level for .conda is 15-22

@@ -1,4 +1,4 @@
-"""One engine call in a process of its own: ``python -m flagtree_feedstock._worker CALL EVENTS_FD``.
+"""One engine call in a process of its own: ``python -m flagtree_feedstock.build._worker CALL EVENTS_FD``.
 
 py-rattler-build 0.73 holds the GIL through a whole build and never checks for signals: in-process, a
 Ctrl-C would reach Python only after the build script ended, and a SIGINT sent to the toolkit alone (not to
@@ -27,7 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from ._interrupts import deferred_interrupts
+from flagtree_feedstock._interrupts import deferred_interrupts
 
 # How long the processes of an interrupted call get to end after SIGTERM, before SIGKILL.
 GRACE_SECONDS = 5.0
@@ -181,7 +181,7 @@ class _Forward:
 def _run(call: EngineCall, events: _Forward) -> None:
     import rattler_build as rb  # noqa: PLC0415 - the worker's only job
 
-    from .render import render  # noqa: PLC0415
+    from flagtree_feedstock.recipe.render import render  # noqa: PLC0415
 
     if call.mode == "variant":
         outputs = render(

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._engine import require
-from .errors import ConfigurationError, NothingToDoError
-from .platforms import PlatformName
+from flagtree_feedstock._engine import require
+from flagtree_feedstock.errors import ConfigurationError, NothingToDoError
+from flagtree_feedstock.platforms import PlatformName
+
 from .variants import check_variant_files, recipe_keys, template_variables
 
 # The variant keys that pin an upstream source; `--render-only` shows each with the packages that use it.
@@ -148,7 +149,7 @@ def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401
         pins={k: used[k] for k in PIN_KEYS if k in used},
         variant=used,
         pinned=tuple(
-            sorted(
+            sorted(  # not a version order: a canonical order of (name, version, build), to compare renders
                 (info.name, str(info.version), str(info.build_string))
                 for info in variant.pin_subpackages.values()
             )

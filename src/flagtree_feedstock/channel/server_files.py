@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from .errors import ChannelError
+from flagtree_feedstock.errors import ChannelError
 
 TIMEOUT_SECONDS = 60
 Server = Literal["prefix", "anaconda"]

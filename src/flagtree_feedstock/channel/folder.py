@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ._engine import require
-from ._interrupts import deferred_interrupts
-from ._paths import check_folder, probe_writable
-from .errors import ChannelError, ConfigurationError
-from .platforms import PlatformName
+from flagtree_feedstock._engine import require
+from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._paths import check_folder, probe_writable
+from flagtree_feedstock.errors import ChannelError, ConfigurationError
+from flagtree_feedstock.platforms import PlatformName
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from ._subprocess import which
-from .errors import ConfigurationError, ToolMissingError
+from flagtree_feedstock._subprocess import which
+from flagtree_feedstock.errors import ConfigurationError, ToolMissingError
 
 # The recipe's git sources whose `patches:` lists are series: the series name, the end of the git URL.
 SOURCES = {"flagtree": "/FlagTree.git", "flagtree-cpu": "/flagtree-cpu.git"}

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ._subprocess import which
-from .errors import ConfigurationError
+from flagtree_feedstock._subprocess import which
+from flagtree_feedstock.errors import ConfigurationError
 
 EntryKind = Literal["blob", "tree", "commit"]
 _GIT_HINT = "apt-get install git (or your platform's git package)"

@@ -1,8 +1,10 @@
 """The variant files, checked before the engine renders anything.
 
-Two files are read, in this order, as conda-build and conda-smithy read them: the global one
-(``--variant-config``, the repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies)
-and the recipe folder's own ``conda_build_config.yaml`` (the feedstock's pins). Later files win.
+The files are read in this order, as conda-build reads them, later files winning: the root one (the
+repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies; ``--exclusive-config-file``
+names another in its place, as conda-build's ``-e`` does), the recipe folder's own ``conda_build_config.yaml``
+(the feedstock's pins), then each ``--variant-config`` file, added over them as conda-build's and
+rattler-build's ``-m`` add: a file holding only ``python`` or only a pin changes that key alone.
 
 The check knows which keys the recipes use: the variables of ``recipe.yaml`` and ``meta.yaml`` (jinja2's
 parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names of build and host
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigurationError
+from flagtree_feedstock.errors import ConfigurationError
 
 VARIANT_FILE = "conda_build_config.yaml"
 
@@ -51,16 +53,27 @@ _HEX = {"_commit": (40, "a full git commit (40 hex digits)"), "_sha256": (64, "a
 # Keys whose entries are python versions, as conda-forge writes them: "3.12", or "3.12.* *_cpython" (a version
 # and a build string glob).
 _PYTHON_KEYS = frozenset({"python", "python_min"})
+# Where the variant files come from, for a fix that names a file that is not there.
+_WHICH_FILES = (
+    "--variant-config FILE adds a file; the root conda_build_config.yaml is read from the current folder, "
+    "or from --exclusive-config-file FILE"
+)
 _PYTHON_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(\.\*)?( +[^ ]+)?")
 
 
-def variant_files(recipe_dir: Path, global_file: Path) -> tuple[Path, ...]:
-    """The variant files a build reads: ``global_file``, then ``recipe_dir``'s own one when it exists."""
-    files = [global_file]
+def variant_files(recipe_dir: Path, root_file: Path, added: Sequence[Path] = ()) -> tuple[Path, ...]:
+    """The variant files a build reads, in order: ``root_file``, ``recipe_dir``'s own one when it exists, then
+    the ``added`` ones; a file named twice is read once, where it first comes."""
+    files: list[Path] = []
     own = recipe_dir / VARIANT_FILE
-    if own.is_file() and not (global_file.exists() and own.samefile(global_file)):
-        files.append(own)
+    for path in (root_file, *((own,) if own.is_file() else ()), *added):
+        if not any(_same(path, seen) for seen in files):
+            files.append(path)
     return tuple(files)
+
+
+def _same(one: Path, other: Path) -> bool:
+    return one == other or (one.exists() and other.exists() and one.samefile(other))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,7 +237,7 @@ def requirement_names(entries: object) -> Iterator[str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Entry:
+class Entry:
     """One key of one variant file: where it is and its values, as YAML reads them (selectors are comments)."""
 
     file: Path
@@ -237,27 +250,29 @@ class _Entry:
 
 def check_variant_files(files: Sequence[Path], keys: RecipeKeys) -> None:
     """Raise one :class:`ConfigurationError` listing every problem of ``files`` for recipes using ``keys``."""
-    entries: dict[str, list[_Entry]] = {}
+    entries: dict[str, list[Entry]] = {}
     for path in files:
-        for name, entry in _read(path).items():
+        for name, entry in read_variant_file(path).items():
             entries.setdefault(name, []).append(entry)
     problems = [*_unknown(entries, keys), *_missing(entries, keys, files), *_values(entries)]
     if problems:
         raise ConfigurationError("; ".join(str(p) for p in problems))
 
 
-def _read(path: Path) -> dict[str, _Entry]:
+def read_variant_file(path: Path) -> dict[str, Entry]:
+    """Each key of the variant file ``path`` with its line and values; a problem of the file as a whole (not
+    there, not UTF-8, not YAML, not a mapping, a key set twice) is one :class:`ConfigurationError` naming it."""
     import yaml  # noqa: PLC0415
 
     if path.is_dir():
         raise ConfigurationError(
             f"variant file {path} is a folder, not a file",
-            fix="pass --variant-config the path of a conda_build_config.yaml",
+            fix="pass the path of a conda_build_config.yaml, not of a folder",
         )
     if not path.is_file():
         raise ConfigurationError(
             f"variant file {path} does not exist",
-            fix="pass --variant-config PATH to a conda_build_config.yaml",
+            fix=f"correct the path ({_WHICH_FILES})",
         )
     try:
         root = yaml.compose(read_utf8(path, "variant file"))
@@ -275,12 +290,20 @@ def _read(path: Path) -> dict[str, _Entry]:
             f"variant file {path} is not a valid conda_build_config.yaml: it is not a mapping of keys",
             fix="correct the YAML (every key maps to a list of values)",
         )
-    entries = {}
+    entries: dict[str, Entry] = {}
     for key_node, value_node in root.value:
         items = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-        entries[str(key_node.value)] = _Entry(
+        name, line = str(key_node.value), key_node.start_mark.line + 1
+        if name in entries:
+            # The engines disagree (rattler-build refuses it, at a line of its own count; PyYAML keeps the
+            # last), so it is refused here, at both lines.
+            raise ConfigurationError(
+                f"{path}:{line}: {name} is set a second time in this file (first at line {entries[name].line})",
+                fix=f"keep one {name}: entry",
+            )
+        entries[name] = Entry(
             file=path,
-            line=key_node.start_mark.line + 1,
+            line=line,
             values=tuple((_scalar(item), item.start_mark.line + 1) for item in items),
             is_list=isinstance(value_node, yaml.SequenceNode),
             shown=tuple(_shown(item) for item in items),
@@ -326,7 +349,7 @@ def _recipes(keys: RecipeKeys) -> tuple[str, bool]:
     return " and ".join(str(r) for r in keys.recipes) or "the recipes", len(keys.recipes) != 1
 
 
-def _unknown(entries: Mapping[str, list[_Entry]], keys: RecipeKeys) -> Iterator[ConfigurationError]:
+def _unknown(entries: Mapping[str, list[Entry]], keys: RecipeKeys) -> Iterator[ConfigurationError]:
     recipes, several = _recipes(keys)
     for name, found in entries.items():
         if name in keys.used:
@@ -351,19 +374,19 @@ def _expected(name: str) -> str:
 
 
 def _missing(
-    entries: Mapping[str, list[_Entry]], keys: RecipeKeys, files: Sequence[Path]
+    entries: Mapping[str, list[Entry]], keys: RecipeKeys, files: Sequence[Path]
 ) -> Iterator[ConfigurationError]:
     recipes, several = _recipes(keys)
     read = " or ".join(str(f) for f in files)
     needed = set(keys.needed) | ({"python"} if keys.python_matrix else set())
-    for name in sorted(needed - set(entries)):
+    for name in sorted(needed - set(entries)):  # not a version order: variant keys
         yield ConfigurationError(
             f"no variant file sets {name}, which {recipes} {'use' if several else 'uses'}",
             fix=f"add {name} with {_expected(name)} to {read}",
         )
 
 
-def _values(entries: Mapping[str, list[_Entry]]) -> Iterator[ConfigurationError]:
+def _values(entries: Mapping[str, list[Entry]]) -> Iterator[ConfigurationError]:
     for entry in entries.get("zip_keys", []):
         scalars = [line for value, line in entry.values if value is not None]
         if scalars or not entry.is_list:
@@ -386,13 +409,13 @@ def _values(entries: Mapping[str, list[_Entry]]) -> Iterator[ConfigurationError]
         yield from _entry_values(name, entry)
 
 
-def _entry_values(name: str, entry: _Entry) -> Iterator[ConfigurationError]:
+def _entry_values(name: str, entry: Entry) -> Iterator[ConfigurationError]:
     """Each value of a key that is not what the key needs: a pin's hash, a python version, one value."""
     hexes = [(digits, what) for suffix, (digits, what) in _HEX.items() if name.endswith(suffix)]
     for (value, line), shown in zip(entry.values, entry.shown, strict=True):
         for digits, what in hexes:
             if not (isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{digits}}}", value)):
-                reason = _near_miss(value, digits)
+                reason = near_miss(value, digits)
                 yield ConfigurationError(
                     f"{entry.file}:{line}: {name} is {shown}, not {what}" + (f": {reason}" if reason else ""),
                     fix=f"pin {name} to {what}",
@@ -412,7 +435,7 @@ def _entry_values(name: str, entry: _Entry) -> Iterator[ConfigurationError]:
             )
 
 
-def _near_miss(value: object, digits: int) -> str:
+def near_miss(value: object, digits: int) -> str:
     """Why a pin that looks almost right is not: spaces, upper case, the other hash's length, a digit short."""
     if not isinstance(value, str):
         return ""

@@ -1,6 +1,6 @@
-"""The main job: plan the builds of the rendered outputs, run them with py-rattler-build, publish a channel.
+"""The main job: run the planned builds (:mod:`.plan`) with py-rattler-build, publish a channel.
 
-Planning is pure (:func:`plan_builds`), so which outputs are built (the LLVM output once for the whole
+Planning is pure (:func:`.plan.plan_builds`), so which outputs are built (the LLVM output once for the whole
 python matrix) is tested without building anything. Execution (:func:`run_plan`) builds what the channel
 folder lacks, one engine call at a time in a process of its own, and publishes each finished package into
 the channel folder at once.
@@ -11,13 +11,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.errors import (
+    BuildFailedError,
+    DependencyError,
+    SourceFetchError,
+)
+from flagtree_feedstock.platforms import PlatformName
+from flagtree_feedstock.recipe.render import RenderedOutput
+
 from ._worker import EngineCall, run_engine
-from .channel import index_channel
-from .errors import BuildFailedError, ConfigurationError, DependencyError, NothingToDoError, SourceFetchError
 from .local_paths import scrub_new_packages
 from .output_dir import (
     evict,
@@ -29,76 +36,11 @@ from .output_dir import (
     seed_staging,
     staging_dir,
 )
-from .platforms import PlatformName
-from .render import RenderedOutput
+from .plan import BuildStep
 
 LOGGER = logging.getLogger(__name__)
 # Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
 _ERROR_LINE = re.compile(r"\berror:|\bcannot find\b|CMake Error|undefined reference|Traceback \(most recent")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildStep:
-    """One package to build, once, whatever number of variants rendered it."""
-
-    output: RenderedOutput
-    variants: int
-
-    @property
-    def stem(self) -> str:
-        """The package's file name without its suffix: name-version-build."""
-        return "-".join(self.output.key)
-
-    def describe(self) -> str:
-        python = f" (python {self.output.python})" if self.output.python else ""
-        return f"{self.output.name} {self.output.version} {self.output.build_string}{python}"
-
-
-def select_outputs(
-    outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
-) -> list[RenderedOutput]:
-    """The outputs ``--python``/``--output`` ask for, in render order; a choice the matrix lacks is an error.
-
-    Outputs that do not use python (LLVM, the noarch doctor) belong to every python variant and are kept.
-    """
-    outputs = list(outputs)
-    all_names = sorted({o.name for o in outputs})
-    missing = sorted(set(names) - set(all_names))
-    if missing:
-        raise ConfigurationError(
-            f"--output {', '.join(missing)} is not an output of the recipe",
-            fix=f"choose from {', '.join(all_names)}",
-        )
-    known = sorted({o.python for o in outputs if o.python})
-    unknown = sorted(set(pythons) - set(known))
-    if unknown:
-        raise ConfigurationError(
-            f"--python {', '.join(unknown)} is not in the variant file's python matrix",
-            fix=f"choose from {', '.join(known) or 'no python variants'}",
-        )
-    selected = [
-        o
-        for o in outputs
-        if (not pythons or o.python is None or o.python in pythons) and (not names or o.name in names)
-    ]
-    if not selected:
-        raise NothingToDoError(
-            f"no output of {', '.join(names)} is rendered for python {', '.join(pythons)}",
-            fix="check the variant file's matrix with --render-only (without --python and --output)",
-        )
-    return selected
-
-
-def plan_builds(
-    outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
-) -> list[BuildStep]:
-    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
-    counts: dict[tuple[str, str, str], int] = {}
-    first: dict[tuple[str, str, str], RenderedOutput] = {}
-    for output in select_outputs(outputs, pythons=pythons, names=names):
-        counts[output.key] = counts.get(output.key, 0) + 1
-        first.setdefault(output.key, output)
-    return [BuildStep(output=o, variants=counts[k]) for k, o in first.items()]
 
 
 @dataclass(frozen=True, kw_only=True)

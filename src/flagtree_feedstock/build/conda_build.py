@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from . import _subprocess
-from .errors import ConfigurationError
+from flagtree_feedstock import _subprocess
+from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.platforms import PlatformName
+
 from .output_dir import index_held, output_lock, publish_new, seed_staging, staging_dir
-from .platforms import PlatformName
 
 CondaTool = Literal["conda-build", "boa"]
 
@@ -29,14 +30,15 @@ class CondaBuildRequest:
 
     tool: CondaTool
     recipe_dir: Path
-    variant_file: Path
+    # conda-build's -e: read first, in place of ~/ and the current folder's conda_build_config.yaml.
+    exclusive_config_file: Path
     channel_dir: Path
     channels: tuple[str, ...]
     target: PlatformName
     pythons: tuple[str, ...] = ()
     test: bool = True
-    # Read after variant_file (and the recipe's own): --llvm-archive's keys.
-    extra_variant_files: tuple[Path, ...] = ()
+    # conda-build's -m: read after the recipe folder's own, in order (--variant-config, --llvm-archive's keys).
+    variant_files: tuple[Path, ...] = ()
 
 
 def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
@@ -46,9 +48,9 @@ def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
             f"{request.recipe_dir} has no meta.yaml", fix="pass --recipe-dir holding meta.yaml"
         )
     executable = _subprocess.which(_EXECUTABLES[request.tool], install_hint=_INSTALL_HINTS[request.tool])
-    argv = [executable, str(request.recipe_dir), "-m", str(request.variant_file)]
-    for extra in request.extra_variant_files:
-        argv += ["-m", str(extra)]
+    argv = [executable, str(request.recipe_dir), "-e", str(request.exclusive_config_file)]
+    for added in request.variant_files:
+        argv += ["-m", str(added)]
     argv += ["--output-folder", str(output_folder), "-c", output_folder.as_uri()]
     for channel in request.channels:
         argv += ["-c", channel]

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from . import cmake_scan, cpu_api, variants
+from flagtree_feedstock.recipe import variants
+
+from . import cmake_scan, cpu_api
 from ._git import GitTree
 from .patching import PatchOutcome, apply_series, recipe_series
 

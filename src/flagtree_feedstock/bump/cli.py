@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from .bump import BumpReport, BumpRequest, bump
-from .bump_checks import short
-from .errors import UpstreamCheckError
-from .pins import write_atomically
+from flagtree_doctor.terminal import print_json
+from flagtree_feedstock.errors import UpstreamCheckError
+from flagtree_feedstock.recipe.pins import write_atomically
+
+from .checks import short
+from .run import BumpReport, BumpRequest, bump
 
 BUMP_SCHEMA_VERSION = "1"
 _HASHED = ("_commit", "_sha256")
@@ -26,7 +27,7 @@ def add_bump_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers a
         help="move the pins to a new FlagTree commit, checked (offline, from local clones)",
         description="Compute the new pins from a FlagTree clone (and a flagtree-cpu clone), check the patches, "
         "the LLVM and plain libraries and the flagtree-cpu API against them, and write the pins and refreshed "
-        "patches; nothing is written when a check fails.",
+        "patches, all of them or none; nothing is written when a check fails.",
     )
     bump_parser.add_argument(
         "--flagtree-src",
@@ -82,9 +83,11 @@ def run_bump(args: argparse.Namespace, out: Console) -> int:
     if args.summary is not None:
         write_atomically({args.summary: markdown(report)})
     if args.json:
-        out.print_json(json.dumps(document(report)))
+        print_json(out, document(report))
     else:
         _print(report, out)
+    if report.write_failure is not None:
+        raise report.write_failure
     if report.failed:
         names = ", ".join(check.name for check in report.failed)
         raise UpstreamCheckError(
@@ -115,7 +118,31 @@ def outcome_line(report: BumpReport) -> str:
     if report.dry_run:
         count = 1 + len(report.refreshed)
         return f"dry run: nothing written (the bump would write {count} file{'s' if count > 1 else ''})"
-    return "wrote " + ", ".join(str(path) for path in report.written)
+    failure = report.write_failure
+    if failure is not None:
+        why = f"{failure.failed} could not be written ({failure.reason})"
+        if failure.written:
+            return f"{why}: wrote {_paths(report.written)}; not written: {_paths(report.not_written)}"
+        return f"{why}: nothing written, every file as it was"
+    return f"wrote {_paths(report.written)}"
+
+
+def _paths(paths: tuple[Path, ...]) -> str:
+    return ", ".join(str(path) for path in paths)
+
+
+def _file_rows(report: BumpReport) -> list[list[str]]:
+    """Each file the bump tried to write and what became of it (after a failed write only)."""
+    failure = report.write_failure
+    if failure is None:
+        return []
+    rows = [[str(path), "written (could not be put back)"] for path in report.written]
+    for path in report.not_written:
+        if path == failure.failed:
+            rows.append([str(path), f"not written: {failure.reason}"])
+        else:
+            rows.append([str(path), "not written (put back)" if path in failure.put_back else "not written"])
+    return rows
 
 
 def _rows(report: BumpReport) -> tuple[list[list[str]], list[list[str]]]:
@@ -154,7 +181,14 @@ def _print(report: BumpReport, out: Console) -> None:
             out.print(f"{check.name}:\n{detail}", markup=False, highlight=False)
     for outcome in report.refreshed:
         out.print(outcome.diff, markup=False, highlight=False, end="")
-    out.print(outcome_line(report))
+    if rows := _file_rows(report):
+        files = Table(title="files")
+        files.add_column("file", no_wrap=True)
+        files.add_column("result")
+        for row in rows:
+            files.add_row(*row)
+        out.print(files)
+    out.print(outcome_line(report), markup=False)
 
 
 def _cell(text: str) -> str:
@@ -177,6 +211,9 @@ def markdown(report: BumpReport) -> str:
     for outcome in report.refreshed:
         lines += ["", f"Refreshed `{outcome.patch.parent.name}/{outcome.patch.name}`:", "```diff"]
         lines += [outcome.diff.rstrip("\n"), "```"]
+    if rows := _file_rows(report):
+        lines += ["", "| file | result |", "| --- | --- |"]
+        lines += [f"| `{_cell(path)}` | {_cell(result)} |" for path, result in rows]
     lines += ["", outcome_line(report)]
     return "\n".join(lines) + "\n"
 
@@ -198,4 +235,5 @@ def document(report: BumpReport) -> dict[str, Any]:
             {"patch": f"{o.patch.parent.name}/{o.patch.name}", "diff": o.diff} for o in report.refreshed
         ],
         "written": [str(path) for path in report.written],
+        "not_written": [str(path) for path in report.not_written],
     }

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-from .errors import ConfigurationError
-from .platforms import DEFAULT_TARGET, PlatformName, parse_platform
+from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.platforms import DEFAULT_TARGET, PlatformName, parse_platform
 
 Tool = Literal["rattler-build", "conda-build", "boa"]
 TOOLS: frozenset[str] = frozenset(get_args(Tool))
@@ -21,7 +22,11 @@ ENV_PREFIX = "FLAGTREE_FEEDSTOCK_"
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     recipe_dir: Path = Path("recipe")
-    variant_config: Path = Path("conda_build_config.yaml")
+    # The root variant file (what conda-forge's global pinning supplies), read first; --exclusive-config-file
+    # names another one in its place, as conda-build's -e does. The recipe folder's own is read after it, then
+    # the --variant-config files, in order: later files win.
+    exclusive_config_file: Path = Path("conda_build_config.yaml")
+    variant_configs: tuple[Path, ...] = ()
     target_platform: PlatformName = DEFAULT_TARGET
     build_platform: PlatformName | None = None
     output_dir: Path = Path("build_artifacts")
@@ -32,7 +37,7 @@ class BuildOptions:
     test: bool = True
     keep_build: bool = False
     force: bool = False
-    # flagtree-llvm from Triton's prebuilt LLVM archive (a file, an unpacked folder or a URL): llvm_archive.py.
+    # flagtree-llvm from Triton's prebuilt LLVM archive (a file, an unpacked folder or a URL): llvm_archive/.
     llvm_archive: str | None = None
     llvm_archive_sha256: str | None = None
 
@@ -43,7 +48,7 @@ class BuildOptions:
         for f in fields(self):
             value = getattr(self, f.name)
             mark = "*" if value != getattr(default, f.name) else " "
-            shown = ", ".join(value) if isinstance(value, tuple) else value
+            shown = ", ".join(map(str, value)) if isinstance(value, tuple) else value
             lines.append(f" {mark} {f.name}: {shown if shown not in ('', None) else '-'}")
         return "\n".join(lines)
 
@@ -61,7 +66,8 @@ def _parse_tool(value: str) -> Tool:
 # FLAGTREE_FEEDSTOCK_* variable is a typo, reported with the nearest name.
 ENV_OPTIONS: Mapping[str, str] = {
     "recipe_dir": "RECIPE_DIR",
-    "variant_config": "VARIANT_CONFIG",
+    "exclusive_config_file": "EXCLUSIVE_CONFIG_FILE",
+    "variant_configs": "VARIANT_CONFIG",
     "target_platform": "TARGET_PLATFORM",
     "build_platform": "BUILD_PLATFORM",
     "output_dir": "OUTPUT_DIR",
@@ -114,7 +120,8 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
     tool = pick("tool")
     return BuildOptions(
         recipe_dir=Path(str(pick("recipe_dir") or default.recipe_dir)),
-        variant_config=Path(str(pick("variant_config") or default.variant_config)),
+        exclusive_config_file=Path(str(pick("exclusive_config_file") or default.exclusive_config_file)),
+        variant_configs=_paths(pick("variant_configs")),
         target_platform=parse_platform(str(target), option="--target-platform")
         if target
         else default.target_platform,
@@ -130,6 +137,14 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         llvm_archive=str(pick("llvm_archive") or "") or None,
         llvm_archive_sha256=str(pick("llvm_archive_sha256") or "") or None,
     )
+
+
+def _paths(value: object) -> tuple[Path, ...]:
+    """Paths from the command line (a list), or from the environment: separated by ``:``, as in ``PATH``, since
+    a path may hold spaces and commas."""
+    if isinstance(value, str):
+        return tuple(Path(v) for v in value.split(os.pathsep) if v)
+    return tuple(Path(str(v)) for v in _as_tuple(value))
 
 
 def _as_tuple(value: object) -> tuple[str, ...]:

@@ -26,9 +26,9 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._interrupts import deferred_interrupts
-from ._paths import check_folder
-from .channel import PACKAGE_SUFFIXES, check_package, index_channel, package_files
+from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._paths import check_folder
+from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, check_package, index_channel, package_files
 
 LOGGER = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ From a local clone of FlagTree (``--flagtree-src``, at ``--to``; default HEAD) a
 - ``flagtree_cpu_commit`` (HEAD of ``--flagtree-cpu-src``) and ``sleef_commit`` (its ``third_party/sleef``
   gitlink), when flagtree-cpu is given;
 
-runs :mod:`.bump_checks`, and writes the changed pins and the refreshed patches, all or nothing, unless a check
-failed or the run is a dry run.
+runs :mod:`.checks`, and writes the changed pins and the refreshed patches, all or nothing
+(:func:`~flagtree_feedstock.recipe.pins.write_atomically`), unless a check failed or the run is a dry run.
 """
 
 from __future__ import annotations
@@ -22,12 +22,20 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ._engine import require
+from flagtree_feedstock._engine import require
+from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.recipe.pins import (
+    FilesNotWritten,
+    change_pins,
+    read_pins,
+    read_text,
+    write_atomically,
+)
+from flagtree_feedstock.recipe.variants import near_miss
+
 from ._git import GitTree
-from .bump_checks import Check, Upstream, run_checks, short
-from .errors import ConfigurationError
+from .checks import Check, Upstream, run_checks, short
 from .patching import PatchOutcome
-from .pins import change_pins, read_pins, write_atomically
 
 VARIANT_FILE = "conda_build_config.yaml"
 LLVM_HASH = "cmake/llvm-hash.txt"
@@ -75,6 +83,10 @@ class BumpReport:
     checks: tuple[Check, ...] = ()
     patches: tuple[PatchOutcome, ...] = ()
     written: tuple[Path, ...] = ()
+    # A write that failed: the files that keep their old text, and why (all of them, unless putting one back
+    # failed too).
+    not_written: tuple[Path, ...] = ()
+    write_failure: FilesNotWritten | None = None
     dry_run: bool = False
 
     @property
@@ -135,8 +147,10 @@ def _check_llvm_options(request: BumpRequest) -> None:
             "--llvm-sha256 and --llvm-archive both give the LLVM archive's sha256", fix="pass one of them"
         )
     if request.llvm_sha256 is not None and not _HEX64.fullmatch(request.llvm_sha256):
+        reason = near_miss(request.llvm_sha256, 64)
         raise ConfigurationError(
-            f"--llvm-sha256 {request.llvm_sha256} is not a sha256 (64 lowercase hex digits)",
+            f"--llvm-sha256 {request.llvm_sha256} is not a sha256 (64 lowercase hex digits)"
+            + (f": {reason}" if reason else ""),
             fix="pass the sha256 of https://github.com/llvm/llvm-project/archive/<llvm_commit>.tar.gz",
         )
     if request.llvm_archive is not None and not request.llvm_archive.is_file():
@@ -303,11 +317,15 @@ def bump(request: BumpRequest) -> BumpReport:
         return report
     files = {
         variant_file: change_pins(
-            variant_file.read_text(encoding="utf-8"),
+            read_text(variant_file),
             {pin.key: pin.new for pin in report.changed},
             name=str(variant_file),
         ),
         **{o.patch: o.refreshed for o in report.refreshed if o.refreshed is not None},
     }
-    write_atomically(files)
+    try:
+        write_atomically(files)
+    except FilesNotWritten as failure:
+        kept = tuple(path for path in files if path not in failure.written)
+        return replace(report, written=failure.written, not_written=kept, write_failure=failure)
     return replace(report, written=tuple(files))

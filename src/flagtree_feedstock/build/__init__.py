@@ -1,0 +1,14 @@
+"""The main job: build the rendered packages, one engine call at a time, landing each in the channel folder.
+
+- :mod:`.options`: the ``build`` command's options, defaults in one place, one frozen object;
+- :mod:`.plan`: which packages to build, each once (pure);
+- :mod:`.run`: the plan run with py-rattler-build, each finished package published at once;
+- :mod:`._worker`: one engine call in a process of its own session;
+- :mod:`.output_dir`: the output folder: its lock, the staging folder, packages landing, the package cache;
+- :mod:`.local_paths`: the build machine's folders taken out of a built package;
+- :mod:`.conda_build`: ``--tool conda-build``/``boa``.
+
+Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_interrupts``, ``_paths``,
+``_progress``, ``_subprocess``), :mod:`flagtree_feedstock.recipe` and :mod:`flagtree_feedstock.channel`; never
+``bump``, ``llvm_archive`` or the CLI (``tests/test_layers.py``).
+"""

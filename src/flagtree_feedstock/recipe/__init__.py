@@ -1,0 +1,10 @@
+"""The recipe and its variants: what the feedstock builds, read before anything is built.
+
+- :mod:`.variants`: the variant files (``conda_build_config.yaml``), checked against the keys both recipes use;
+- :mod:`.render`: ``recipe/recipe.yaml`` rendered with them through py-rattler-build, offline;
+- :mod:`.sources`: each rendered output's sources, as the engine will fetch them;
+- :mod:`.pins`: the pins of ``recipe/conda_build_config.yaml``, read and rewritten in place.
+
+Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_interrupts``, ``_paths``,
+``_progress``, ``_subprocess``) and nothing else of the package (``tests/test_layers.py``).
+"""

@@ -1,0 +1,177 @@
+"""The feedstock's pins in ``recipe/conda_build_config.yaml``: read them, change values in place, write atomically.
+
+A change rewrites only the quoted value on the line under its key (``key:`` then ``  - "value"``), so every
+comment, the order, the quoting, the line endings (LF or CRLF) and a UTF-8 byte order mark stay as they are;
+the result is read back and must differ from the old file in exactly the keys changed.
+
+Several files are written all or nothing (:func:`write_atomically`): each is staged beside its target first
+(mkstemp); only when every one is staged are they moved into place (os.replace), each target's old file kept
+under a hard link beside it until all have moved. A failure while staging leaves every target as it was; a
+failure while moving, or an interrupt, puts back the ones already moved. What could not be written (and,
+should putting back fail too, what holds the new text) is a :class:`FilesNotWritten`, exit status 10.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from flagtree_feedstock.errors import ConfigurationError, FileAccessError, file_access_error
+
+from .variants import read_utf8, read_variant_file
+
+# The feedstock's pins that a FlagTree bump moves, in the order the variant file lists them.
+BUMPED_KEYS = (
+    "flagtree_version",
+    "flagtree_commit",
+    "llvm_commit",
+    "llvm_sha256",
+    "flagtree_cpu_commit",
+    "sleef_commit",
+)
+_BOM = "\ufeff"
+
+
+def read_pins(path: Path) -> dict[str, str]:
+    """The one value of each of :data:`BUMPED_KEYS` in the variant file ``path``."""
+    if not path.is_file():
+        raise ConfigurationError(
+            f"variant file {path} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
+        )
+    entries = read_variant_file(path)
+    pins = {}
+    for key in BUMPED_KEYS:
+        entry = entries.get(key)
+        shape = f'write it as `{key}:` and one line `  - "<value>"`'
+        if entry is None:
+            raise ConfigurationError(f"{path}: {key} is not set: the bump cannot move it", fix=shape)
+        value = entry.values[0][0] if entry.is_list and len(entry.values) == 1 else None
+        if value is None:
+            shown = ", ".join(entry.shown) or "an empty list"
+            raise ConfigurationError(
+                f"{path}:{entry.line}: {key} must be a list of one value to be bumped, not {shown}", fix=shape
+            )
+        pins[key] = str(value)
+    return pins
+
+
+def read_text(path: Path) -> str:
+    """The text of a variant file as it is on disk: line endings untranslated, a byte order mark kept."""
+    return read_utf8(path, "variant file")
+
+
+def change_pins(text: str, changes: Mapping[str, str], *, name: str) -> str:
+    """``text`` (a variant file called ``name``) with the values of ``changes`` replaced, nothing else."""
+    import yaml  # noqa: PLC0415
+
+    bom = _BOM if text.startswith(_BOM) else ""
+    new = text.removeprefix(bom)
+    for key, value in changes.items():
+        pattern = re.compile(
+            rf'^(?P<head>{re.escape(key)}:[ \t]*\r?\n[ \t]*-[ \t]*)"[^"\r\n]*"', re.MULTILINE
+        )
+        if len(pattern.findall(new)) != 1:
+            lines = [n for n, line in enumerate(new.splitlines(), 1) if line.startswith(f"{key}:")]
+            where = f"{name}:{lines[0]}" if lines else name
+            raise ConfigurationError(
+                f'{where}: {key} is not one `{key}:` line followed by one `  - "<value>"` line',
+                fix=f"write {key} in that shape, as the other pins are",
+            )
+        new = pattern.sub(lambda match: f'{match["head"]}"{value}"', new)  # noqa: B023 - used at once
+    before, after = yaml.safe_load(text), yaml.safe_load(new)
+    expected = {**before, **{key: [value] for key, value in changes.items()}}
+    if after != expected:
+        raise ConfigurationError(
+            f"{name}: changing {', '.join(changes)} would change other keys too",
+            fix="report this: the variant file has a shape the bump does not know",
+        )
+    return bom + new
+
+
+class FilesNotWritten(FileAccessError):
+    """A file of an all-or-nothing write could not be written: which one, why, and where the others stand."""
+
+    def __init__(
+        self, failed: Path, exc: OSError, *, put_back: tuple[Path, ...], stuck: Mapping[Path, Path | None]
+    ) -> None:
+        self.failed = failed
+        self.reason = exc.strerror or str(exc) or type(exc).__name__
+        self.put_back = put_back  # moved into place, then put back as they were
+        self.written = tuple(stuck)  # moved into place, and putting the old file back failed too
+        if stuck:
+            state = "; ".join(
+                f"{new} holds the new text ({f'the old one is {old}' if old else 'it was not there before'})"
+                for new, old in stuck.items()
+            )
+        elif put_back:
+            state = f"nothing written ({', '.join(map(str, put_back))} put back as before)"
+        else:
+            state = "nothing written"
+        super().__init__(
+            f"{failed} could not be written ({self.reason}): {state}", fix=file_access_error(exc).fix
+        )
+
+
+def write_atomically(files: Mapping[Path, str]) -> None:
+    """Write every file of ``files`` or none (see the module's docstring); raise :class:`FilesNotWritten`."""
+    staged: dict[Path, Path] = {}  # target -> its new text, staged beside it
+    kept: dict[Path, Path | None] = {}  # target -> its old file, kept beside it (None: there was none)
+    moved: list[Path] = []
+    stuck: dict[Path, Path | None] = {}  # moved, and its old file could not be put back: it stays beside it
+    target = next(iter(files), Path())
+    try:
+        for target, text in files.items():
+            fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            staged[target] = Path(name)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+                stream.write(text)
+            if target.exists():
+                staged[target].chmod(target.stat().st_mode & 0o777)
+        for target, temporary in staged.items():
+            kept[target] = _keep(target)
+            temporary.replace(target)
+            moved.append(target)
+    except BaseException as exc:
+        stuck = _put_back(moved, kept)
+        if not isinstance(exc, OSError):
+            raise
+        put_back = tuple(p for p in moved if p not in stuck)
+        raise FilesNotWritten(target, exc, put_back=put_back, stuck=stuck) from None
+    finally:
+        for path in (
+            *staged.values(),
+            *(k for k in kept.values() if k is not None and k not in stuck.values()),
+        ):
+            path.unlink(missing_ok=True)
+
+
+def _keep(target: Path) -> Path | None:
+    """A hard link to ``target``'s file beside it (a copy where links are refused), or None without one."""
+    if not target.exists():
+        return None
+    keep = target.with_name(f".{target.name}.{secrets.token_hex(4)}.orig")
+    try:
+        os.link(target, keep)
+    except OSError:
+        shutil.copy2(target, keep)
+    return keep
+
+
+def _put_back(moved: list[Path], kept: Mapping[Path, Path | None]) -> dict[Path, Path | None]:
+    """Put each moved target back as it was; the ones that could not be, with where their old file is."""
+    stuck: dict[Path, Path | None] = {}
+    for target in moved:
+        old = kept.get(target)
+        try:
+            if old is None:
+                target.unlink()
+            else:
+                old.replace(target)
+        except OSError:
+            stuck[target] = old
+    return stuck

@@ -1,0 +1,110 @@
+"""The toolkit's package in layers: each module imports only its own subpackage and the layers below it.
+
+The rule is the one ``src/flagtree_feedstock/__init__.py`` and each subpackage's ``__init__`` state. Imports are
+read from the source (every ``import`` and ``from`` statement, at any depth, relative ones resolved), so an
+import inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "flagtree_feedstock"
+ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+HELPERS = frozenset({"errors", "platforms", "_engine", "_interrupts", "_paths", "_progress", "_subprocess"})
+CLI = frozenset({"cli", "_entry", "__main__", "__init__"})
+# What each part of the package may import, besides itself; the CLI may import anything.
+ALLOWED: dict[str, frozenset[str]] = {
+    "helpers": frozenset({"helpers"}),
+    "recipe": frozenset({"helpers"}),
+    "channel": frozenset({"helpers"}),
+    "llvm_archive": frozenset({"helpers", "recipe"}),
+    "bump": frozenset({"helpers", "recipe"}),
+    "build": frozenset({"helpers", "recipe", "channel"}),
+}
+
+
+def part(module: str, root: Path) -> str:
+    """The layer part of ``flagtree_feedstock.X[.Y]``: a subpackage's name, ``helpers`` or ``cli``."""
+    top = module.split(".")[1] if module.count(".") else "__init__"
+    if top in HELPERS:
+        return "helpers"
+    if top in CLI:
+        return "cli"
+    if (root / top).is_dir():
+        return top
+    raise AssertionError(f"{module}: not a module of {PACKAGE}; add it to a layer in {__file__}")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """The package modules ``path`` imports, with their lines (``from . import x`` names the module x)."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found += [(node.lineno, base)]
+            # `from pkg import submodule`: the submodule is imported too
+            found += [
+                (node.lineno, f"{base}.{alias.name}")
+                for alias in node.names
+                if (root.parent / base.replace(".", "/") / alias.name).is_dir()
+                or (root.parent / base.replace(".", "/") / f"{alias.name}.py").is_file()
+            ]
+    return [(line, target) for line, target in found if target == PACKAGE or target.startswith(f"{PACKAGE}.")]
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        source = part(module_name(path, root), root)
+        if source == "cli":
+            continue
+        for line, target in imports(path, root):
+            if target == PACKAGE:
+                continue
+            destination = part(target, root)
+            if destination != source and destination not in ALLOWED[source]:
+                found.append(f"{path.relative_to(root)}:{line}: {source} imports {target} ({destination})")
+    return found
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    assert violations() == []
+
+
+def test_an_import_up_the_layers_is_found(tmp_path: Path) -> None:
+    """The check itself: a recipe module importing the build (a realistic shortcut) is reported, by line."""
+    copy = tmp_path / PACKAGE
+    for path in ROOT.rglob("*.py"):
+        (copy / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path.relative_to(ROOT)).write_text(path.read_text())
+    render = copy / "recipe" / "render.py"
+    render.write_text(render.read_text() + "\n\ndef _late() -> None:\n    from ..build import plan\n")
+    lines = render.read_text().count("\n")
+    assert violations(copy) == [
+        f"recipe/render.py:{lines}: recipe imports {PACKAGE}.build (build)",
+        f"recipe/render.py:{lines}: recipe imports {PACKAGE}.build.plan (build)",
+    ]
+
+
+def test_every_folder_of_the_package_is_a_package_with_its_rule() -> None:
+    """setuptools' find_packages ships only folders with an __init__.py; each says what it may import."""
+    for folder in sorted(p for p in ROOT.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        init = folder / "__init__.py"
+        assert init.is_file(), f"{folder} has no __init__.py: the wheel would leave it out"
+        docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "import" in docstring, f"{init}: its docstring does not say what the subpackage may import"
+        assert folder.name in ALLOWED, f"{folder.name}: not a layer of tests/test_layers.py"
