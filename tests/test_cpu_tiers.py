@@ -18,8 +18,10 @@ import pytest
 from _tools import require_executable
 from flagtree_doctor import capabilities, cpu_check
 from flagtree_doctor.capabilities import Capabilities, live_capabilities
+from flagtree_doctor.cpu import parse_cpuinfo, tree_capabilities
 from flagtree_doctor.cpu_check import UnsupportedCpuError
 from flagtree_doctor.manifest import ManifestError
+from flagtree_doctor.model import System
 from flagtree_doctor.target import ARMV9_KERNEL_FLAGS, ARMV9_RUNTIME, ARMV9_TLE_NEON_MARCH, BASELINE_RUNTIME
 from flagtree_doctor.tier import KernelTarget, choose_tier
 
@@ -80,6 +82,21 @@ def test_a_feature_one_core_lacks_is_missing(tmp_path: Path, monkeypatch: pytest
     assert live_capabilities(tmp_path / "missing").features == ARMV9
 
 
+def test_a_recorded_tree_is_judged_by_every_core(tmp_path: Path) -> None:
+    """The doctor's --root tree: the features every processor lists, not the first one's."""
+    line = "Features\t: fp " + " ".join(sorted(ARMV9))
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(
+        f"processor\t: 0\n{line}\n\nprocessor\t: 1\n{line.replace(' i8mm', '')}\n"
+    )
+    (tmp_path / "proc/sys/abi").mkdir(parents=True)
+    (tmp_path / "proc/sys/abi/sve_default_vector_length").write_text("16\n")
+    system = System.from_root(tmp_path)
+    found = tree_capabilities(system, parse_cpuinfo(system.read_text("/proc/cpuinfo") or ""))
+    assert found.features == ARMV9 - {"i8mm"}
+    assert choose_tier(found).tier == "baseline"
+
+
 def test_what_the_jit_compiles_for() -> None:
     armv9 = KernelTarget(choice=choose_tier(caps(ARMV9, 128)))
     assert armv9.assembler_flags == ARMV9_KERNEL_FLAGS  # upstream's runtime/build.py, unchanged
@@ -91,6 +108,9 @@ def test_what_the_jit_compiles_for() -> None:
     assert pi5.assembler_flags == ("-march=armv8.2-a+dotprod+fp16",)
     assert pi5.tle_neon_march == "armv8.2-a+dotprod"
     assert len({armv9.key, graviton3.key, pi5.key}) == 3
+    # Two CPUs of the baseline tier without SVE, one with i8mm and bf16 (Apple M2 under Linux), one without.
+    m2 = KernelTarget(choice=choose_tier(caps(ARMV82 | {"i8mm", "bf16"})))
+    assert m2.choice.tier == pi5.choice.tier == "baseline" and m2.key != pi5.key
 
 
 def test_the_lowering_sees_what_every_core_has() -> None:

@@ -204,3 +204,25 @@ def test_verify_hands_the_unsupported_steps_to_run_ops(monkeypatch: pytest.Monke
     assert outcomes[-1].status == "unsupported"
     verify_cli.verify(triton, ("fused_mlp",), repeat=1, blockers=[], force=True)
     assert seen[-1] == {}  # --force runs them all
+
+
+def test_unsupported_ops_leave_the_exit_status_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An op this CPU cannot run is a row saying why, not a failure: `flagtree-verify` exits 0; a failed op
+    beside it still exits 1."""
+    fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
+    monkeypatch.setitem(sys.modules, "triton", sys.modules["fake_triton"])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: ModuleSpec(name, None))
+    monkeypatch.setattr(verify_cli, "kernel_blockers", list)
+    monkeypatch.setattr(verify_cli, "_unsupported", lambda triton: {"fused_mlp": "needs bf16"})
+    results = [ops.Outcome(name="rms_norm", status="pass", detail="")]
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, unsupported: results + [
+        ops.Outcome(name=n, status="unsupported", detail=f"not on this CPU: {w}") for n, w in unsupported.items()])  # fmt: skip
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    assert verify_cli.main([], env={}, console=console) == 0
+    row = next(line for line in console.export_text().splitlines() if "fused_mlp" in line)
+    assert "unsupported" in row and "not on this CPU: needs bf16" in row
+    results.append(ops.Outcome(name="rms_norm_2", status="fail", detail="off by 3 ulp"))
+    assert verify_cli.main([], env={}, console=Console(record=True, width=300)) == 1
+    assert capsys.readouterr().err == ""

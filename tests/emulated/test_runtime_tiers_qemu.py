@@ -435,7 +435,8 @@ neon.subprocess.check_call = lambda argv, **kw: calls.append(argv)
 os.environ["CC"] = "cc"
 neon.compile_c_to_object(neon._SDOT_GEMV_SOURCE, [], cache=False)
 source = [a for a in calls[0] if a.endswith(".c")][0]
-print(json.dumps({"march": [a for a in calls[0] if a.startswith("-march")], "source": source}))
+obj = calls[0][calls[0].index("-o") + 1]
+print(json.dumps({"march": [a for a in calls[0] if a.startswith("-march")], "source": source, "object": obj}))
 """
 NEON_MARCH = {
     "cortex-a76": "armv8.2-a+dotprod",
@@ -447,7 +448,9 @@ NEON_MARCH = {
 
 def test_the_tle_neon_objects_need_only_what_the_cpu_has(tmp_path: Path) -> None:
     """neon.py's real source, compiled with the -march the patched neon.py passes on each CPU: the manifest of the
-    result (its functions, through their OpenMP regions) needs nothing that CPU lacks."""
+    result (its functions, through their OpenMP regions) needs nothing that CPU lacks; the object's place in the
+    persistent cache (one TMPDIR for every CPU here, as a shared /tmp or image would be) follows the -march, so an
+    object compiled for one CPU is not reused on another."""
     src = upstream_source("FLAGTREE_CPU_SRC")
     require_libgomp()
     tree = tmp_path / "flagtree-cpu"
@@ -458,6 +461,7 @@ def test_the_tle_neon_objects_need_only_what_the_cpu_has(tmp_path: Path) -> None
     for folder in (site / "triton", site / "triton/language", site / "triton/language/extra", package):
         (folder / "__init__.py").write_text("")
     (package / "neon.py").write_text((tree / "third_party/cpu/language/cpu/neon.py").read_text())
+    objects: dict[str, set[str]] = {}
     for cpu, march in NEON_MARCH.items():
         done = run_aarch64(
             cpu, str(PYTHON), "-S", "-c", NEON, pythonpath=(site,), env={"TMPDIR": str(tmp_path)}
@@ -465,6 +469,7 @@ def test_the_tle_neon_objects_need_only_what_the_cpu_has(tmp_path: Path) -> None
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["march"] == [f"-march={march}"], cpu
+        objects.setdefault(march, set()).add(report["object"])
         library = build(Path(report["source"]), tmp_path / cpu / "libtle_neon.so", (f"-march={march}",))
         written = write_manifest(library, march)
         assert written.returncode == 0, written.stderr
@@ -472,3 +477,7 @@ def test_the_tle_neon_objects_need_only_what_the_cpu_has(tmp_path: Path) -> None
         assert set(manifest["functions"]) >= {"tle_sdot_gemv_m1", "tle_sdot_gemv_m1_fused_bf16"}
         needs = {feature for entry in manifest["functions"].values() for feature in entry["needs"]}
         assert needs <= _features(cpu), (cpu, needs)
+    # One object per -march (cortex-a76 and neoverse-n1 share one), none shared between two.
+    assert all(len(paths) == 1 for paths in objects.values()), objects
+    # (max at 256 bits and the Armv9 tier share upstream's armv8.2-a+dotprod+i8mm+bf16)
+    assert len({path for paths in objects.values() for path in paths}) == len(objects) == 2
