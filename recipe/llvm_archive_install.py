@@ -26,10 +26,15 @@ MLIR's aggregate objects, python_packages/ and share/. Two edits keep what is in
   links only AArch64's libraries (CMakeLists.txt, the FLAGTREE_BACKEND cpu branch): with NVPTX and AMDGPU in
   the lists, libtriton.so would be left with undefined LLVMInitializeNVPTX*/AMDGPU* symbols (triton issue
   #7637). They are cut to AArch64, the one target the from-source LLVM builds.
+
+Nothing is written through a symlink: before anything moves, every folder the install walks and every file
+it moves or edits must be a real one (a symlink there could point anywhere on the machine, and an edit would
+rewrite that file). An edited file is written beside itself (O_NOFOLLOW, O_EXCL) and renamed over it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -44,6 +49,16 @@ REQUIRED = (
     "include/mlir/IR/Operation.h",
     "lib/cmake/llvm/LLVMConfig.cmake",
     "lib/cmake/mlir/MLIRConfig.cmake",
+)
+# The folders the install walks and writes into: each must be a real folder, not a symlink.
+FOLDERS = (
+    "bin",
+    "include",
+    "include/llvm",
+    "include/llvm/Config",
+    "lib",
+    "lib/cmake",
+    *(f"lib/cmake/{package}" for package in CMAKE_PACKAGES),
 )
 TARGET = "AArch64"
 # The generated lists of include/llvm/Config/ (each a run of `LLVM_<KIND>(<Target>)` on one line).
@@ -80,8 +95,43 @@ def check(archive: Path) -> None:
             f"{archive} is not Triton's LLVM install tree: no {', '.join(missing)} (an archive of "
             "llvm-<commit8>-ubuntu-arm64/ holding bin/, include/ and lib/ is expected)"
         )
-    if TARGET not in _targets((archive / "include/llvm/Config/Targets.def").read_text()):
+    edited = [f"include/llvm/Config/{name}" for name in TARGET_LISTS] + [
+        str(path.relative_to(archive))
+        for package in CMAKE_PACKAGES
+        for path in sorted((archive / "lib" / "cmake" / package).glob("*.cmake"))
+    ]
+    for name in (*FOLDERS, *REQUIRED, *edited):
+        if (archive / name).is_symlink():
+            raise InstallError(
+                f"{archive}/{name} is a symlink (to {(archive / name).readlink()}): the install writes "
+                "only into real files and folders, never through a link"
+            )
+    if TARGET not in _targets(_read(archive / "include/llvm/Config/Targets.def")):
         raise InstallError(f"the LLVM of {archive} has no {TARGET} target (Targets.def): not an arm64 build")
+
+
+def _read(path: Path) -> str:
+    """A file's text; a symlink in its place is refused (O_NOFOLLOW), never followed."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise InstallError(f"{path} cannot be read without following a link ({exc.strerror})") from None
+    with os.fdopen(descriptor, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _rewrite(path: Path, text: str) -> None:
+    """Replace ``path`` by a new file holding ``text``: written beside it, never through a link, renamed over."""
+    mode = path.lstat().st_mode & 0o777
+    temporary = path.with_name(f".{path.name}.llvm_archive_install")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _targets(text: str) -> list[str]:
@@ -123,7 +173,11 @@ def install(archive: Path, prefix: Path) -> None:
     prefix.mkdir(parents=True, exist_ok=True)
     # Moves, not copies: the work folder and the prefix are on one file system, and the archive is large.
     shutil.move(archive / "include", prefix / "include")
-    shutil.rmtree(prefix / "include" / "lld", ignore_errors=True)
+    lld = prefix / "include" / "lld"
+    if lld.is_symlink():
+        lld.unlink()
+    else:
+        shutil.rmtree(lld, ignore_errors=True)
     (prefix / "lib" / "cmake").mkdir(parents=True)
     for library in sorted((archive / "lib").glob("*.a")):
         if not library.name.startswith("liblld"):
@@ -136,13 +190,13 @@ def install(archive: Path, prefix: Path) -> None:
     config = prefix / "include" / "llvm" / "Config"
     for name in TARGET_LISTS:
         if (config / name).is_file():
-            (config / name).write_text(keep_one_target((config / name).read_text()))
+            _rewrite(config / name, keep_one_target(_read(config / name)))
     for package in CMAKE_PACKAGES:
         for exports in sorted((prefix / "lib" / "cmake" / package).glob("*.cmake")):
-            text = exports.read_text()
+            text = _read(exports)
             if _CHECKED_FILES.search(text):
                 pruned, dropped = prune_exports(text, prefix)
-                exports.write_text(pruned)
+                _rewrite(exports, pruned)
                 print(f"llvm_archive_install.py: {exports.name}: {len(dropped)} files left out")
 
 

@@ -13,7 +13,12 @@ method, path, headers (lower-case names) and the body (base64, de-chunked).
 RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..., "body_contains": ...,
 "times": ...}``; the first rule whose method matches, whose path is a prefix of the request's, whose
 ``body_contains`` (if given) is in the request body and whose ``times`` (if given) is not used up answers it
-(``body`` is sent as JSON). Without a matching rule:
+(``body`` is sent as JSON). A rule may also give ``headers`` (more response headers, e.g. a redirect's
+``Location``), ``delay`` (seconds to wait before answering: a server that never answers), ``raw`` (bytes
+sent instead of an HTTP answer, then the connection is closed: a bad status line, a short read) or ``reset``
+(the connection is reset instead of answered); in ``headers`` and ``raw``, ``{authorization}`` stands for the
+request's Authorization header (a server that echoes the token). ``--host`` binds another loopback address
+(127.0.0.2 is another origin than 127.0.0.1), ``--tls CERT KEY`` serves https. Without a matching rule:
 
 - prefix.dev: ``POST /api/v1/upload/CHANNEL`` keeps the file's name and sha256 (its part's ``X-File-Name`` and
   ``X-File-SHA256``) and answers 200, or 409 for a name it holds; ``GET /CHANNEL/SUBDIR/repodata.json`` lists
@@ -26,11 +31,15 @@ RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import re
-import sys
+import socket
+import ssl
+import struct
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,7 +68,7 @@ class Recorder(BaseHTTPRequestHandler):
             return b"".join(chunks)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _rule(self, body: bytes) -> tuple[int, object] | None:
+    def _rule(self, body: bytes) -> dict[str, Any] | None:
         for rule in self.rules:
             if rule.get("method", self.command) != self.command or not self.path.startswith(rule["path"]):
                 continue
@@ -69,7 +78,7 @@ class Recorder(BaseHTTPRequestHandler):
                 continue
             if "times" in rule:
                 rule["times"] -= 1
-            return int(rule["status"]), rule.get("body", {})
+            return rule
         return None
 
     def _prefix(self, body: bytes) -> tuple[int, object] | None:
@@ -117,9 +126,27 @@ class Recorder(BaseHTTPRequestHandler):
         with self.lock:
             with self.log_path.open("a") as log:
                 log.write(json.dumps(record) + "\n")
-            status, answer = self._rule(body) or self._prefix(body) or self._anaconda(body) or (200, {})
-        payload = json.dumps(answer).encode()
-        self.send_response(status)
+            rule = self._rule(body)
+            if rule is None:
+                status, answer = self._prefix(body) or self._anaconda(body) or (200, {})
+                rule = {"status": status, "body": answer}
+        time.sleep(rule.get("delay", 0))
+        authorization = self.headers.get("Authorization", "")
+        if rule.get("reset"):  # closed at once with SO_LINGER 0: a TCP reset, not the server's usual FIN
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()
+            self.wfile.close()
+            self.connection.close()
+            self.close_connection = True
+            return
+        if "raw" in rule:
+            self.wfile.write(rule["raw"].replace("{authorization}", authorization).encode())
+            self.close_connection = True
+            return
+        payload = json.dumps(rule.get("body", {})).encode()
+        self.send_response(int(rule["status"]))
+        for name, value in rule.get("headers", {}).items():
+            self.send_header(name, value.replace("{authorization}", authorization))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -133,9 +160,19 @@ class Recorder(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    Recorder.log_path = Path(sys.argv[1])
-    Recorder.rules = json.loads(sys.argv[2]) if len(sys.argv) > 2 else []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("log", type=Path)
+    parser.add_argument("rules", nargs="?", default="[]")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    args = parser.parse_args()
+    Recorder.log_path = args.log
+    Recorder.rules = json.loads(args.rules)
+    server = ThreadingHTTPServer((args.host, 0), Recorder)
+    if args.tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*args.tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

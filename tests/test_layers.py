@@ -12,7 +12,9 @@ from pathlib import Path
 
 PACKAGE = "flagtree_feedstock"
 ROOT = Path(__file__).resolve().parents[1] / "src" / PACKAGE
-HELPERS = frozenset({"errors", "platforms", "_engine", "_interrupts", "_paths", "_progress", "_subprocess"})
+HELPERS = frozenset(
+    {"errors", "platforms", "_engine", "_http", "_interrupts", "_paths", "_progress", "_subprocess"}
+)
 CLI = frozenset({"cli", "_entry", "__main__", "__init__"})
 # What each part of the package may import, besides itself; the CLI may import anything.
 ALLOWED: dict[str, frozenset[str]] = {

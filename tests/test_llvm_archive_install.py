@@ -287,3 +287,55 @@ def test_build_llvm_sh_installs_an_archive_without_building(triton_like_install,
         "llvm-tblgen",
         "mlir-tblgen",
     ]
+
+
+def _plant(archive: Path, outside: Path, where: str) -> Path:
+    """Replace ``where`` in the archive by a symlink to a copy of it in ``outside``; the copy's path."""
+    planted = archive / where
+    copy = outside / planted.name
+    shutil.move(planted, copy)
+    planted.symlink_to(copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "include/llvm/Config/AsmParsers.def",  # a file the install edits
+        "lib/cmake/llvm/LLVMExports-release.cmake",
+        "include/llvm/Config",  # a folder it writes into
+        "lib/cmake/mlir",
+        "bin/mlir-tblgen",  # a file it moves into the package
+    ],
+)
+def test_nothing_is_written_through_a_symlink(triton_like_install, tmp_path, capsys, where):
+    """An archive unpacked with a symlink where the install writes: the file it points to (anywhere on the
+    machine) was rewritten. Now the install refuses before anything moves."""
+    archive = _archive_copy(triton_like_install, tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    copy = _plant(archive, outside, where)
+    before = {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    tree = sorted(archive.rglob("*"))
+    prefix = tmp_path / "prefix"
+    assert install_script().main([str(archive), str(prefix)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"llvm_archive_install.py: {archive}/{where} is a symlink (to {copy}): the install writes only into "
+        "real files and folders, never through a link"
+    )
+    assert {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()} == before
+    assert sorted(archive.rglob("*")) == tree
+    assert not prefix.exists()
+
+
+def test_an_edit_replaces_the_file_never_writes_into_it(tmp_path):
+    """The edit is a new file renamed over the old: a hard link's other name keeps its content."""
+    config = tmp_path / "Targets.def"
+    config.write_text(target_list("LLVM_TARGET"))
+    other = tmp_path / "other-name"
+    other.hardlink_to(config)
+    install_script()._rewrite(config, target_list("LLVM_TARGET", ("AArch64",)))
+    assert config.read_text() == target_list("LLVM_TARGET", ("AArch64",))
+    assert other.read_text() == target_list("LLVM_TARGET")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Targets.def", "other-name"]

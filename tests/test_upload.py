@@ -8,21 +8,31 @@ and it answers as each test scripts it (a package anaconda.org does not know yet
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import io
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import tarfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 
+from _tools import require_executable
 from _toy import build_args, make_empty_channel, native_args
-from flagtree_feedstock.channel.upload import redact
+from flagtree_feedstock._http import redact
+from flagtree_feedstock.channel.package_info import package_info
 from flagtree_feedstock.cli import main
+from flagtree_feedstock.errors import ChannelError
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = "recorded-secret-token"
@@ -63,14 +73,20 @@ def packages(toy_channel: Path) -> list[Path]:
 def recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     """Start the recorder in its own process (the engine holds the GIL while it uploads); loopback only."""
     for name in ("no_proxy", "NO_PROXY"):
-        monkeypatch.setenv(name, "127.0.0.1,localhost")
+        monkeypatch.setenv(name, "127.0.0.1,127.0.0.2,localhost")
     started: list[subprocess.Popen[str]] = []
 
-    def start(rules: list[dict[str, Any]] | None = None) -> tuple[str, Records]:
+    def start(
+        rules: list[dict[str, Any]] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        tls: tuple[Path, Path] | None = None,
+    ) -> tuple[str, Records]:
         log = tmp_path / f"requests-{len(started)}.jsonl"
         log.touch()
+        options = ["--host", host, *(["--tls", *map(str, tls)] if tls else [])]
         process = subprocess.Popen(
-            [sys.executable, str(TESTS / "_http_recorder.py"), str(log), json.dumps(rules or [])],
+            [sys.executable, str(TESTS / "_http_recorder.py"), str(log), json.dumps(rules or []), *options],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -84,7 +100,7 @@ def recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Record
                 request["body"] = base64.b64decode(request["body"])
             return requests
 
-        return f"http://127.0.0.1:{port}", records
+        return f"{'https' if tls else 'http'}://{host}:{port}", records
 
     yield start
     for process in started:
@@ -261,7 +277,8 @@ def test_a_refused_upload_is_one_line_without_the_token(
     captured = capsys.readouterr()
     assert _error_line(captured.err) == (
         f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at {url} "
-        'failed: authentication failed (HTTP 401): {"detail": "bad token"}; none uploaded '
+        "failed: the server answered POST /api/v1/upload/flagtree with HTTP 401 Unauthorized: "
+        '{"detail": "bad token"}; none uploaded '
         "(fix: check PREFIX_API_KEY (its scopes), the channel name and --url)"
     )
     assert captured.out == ""
@@ -288,7 +305,8 @@ def test_a_server_that_echoes_the_token_does_not_get_it_printed(
     captured = capsys.readouterr()
     assert _error_line(captured.err) == (
         f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at {url} "
-        'failed: authentication failed (HTTP 401): {"detail": "invalid token ***"}; none uploaded '
+        "failed: the server answered POST /api/v1/upload/flagtree with HTTP 401 Unauthorized: "
+        '{"detail": "invalid token ***"}; none uploaded '
         "(fix: check PREFIX_API_KEY (its scopes), the channel name and --url)"
     )
     _assert_token_only_in_authorization(records(), captured.out + captured.err)
@@ -312,7 +330,7 @@ def test_a_server_error_half_way_reports_only_what_was_uploaded(
     commit = f"/commit/flagos/toy-py/1.0/linux-64/{packages[1].name}"
     assert _error_line(captured.err) == (
         f"flagtree-feedstock: error: uploading {packages[1].name} (2 of 2) to anaconda channel flagos at {url} "
-        f"failed: HTTP status server error (500 Internal Server Error) for url ({url}{commit}); "
+        f'failed: the server answered POST {commit} with HTTP 500 Internal Server Error: {{"error": "internal"}}; '
         f"1 uploaded before it: {packages[0].name} (fix: the server failed: retry later, or check --url)"
     )
     assert captured.out == ""  # nothing is reported as uploaded
@@ -428,15 +446,17 @@ ECHO = {"detail": f"token {TOKEN} is not valid for this channel"}
         pytest.param(
             "prefix",
             {"method": "POST", "path": "/api/v1/upload/", "status": 401, "body": ECHO},
-            'failed: authentication failed (HTTP 401): {"detail": "token *** is not valid for this channel"}; '
+            "failed: the server answered POST /api/v1/upload/flagtree with HTTP 401 Unauthorized: "
+            '{"detail": "token *** is not valid for this channel"}; '
             "none uploaded (fix: check PREFIX_API_KEY (its scopes), the channel name and --url)",
             id="prefix-upload-401",
         ),
         pytest.param(
-            "prefix",  # retried by the engine, which logs each answer's body before it gives up
+            "prefix",  # tried 4 times; each answer's start is logged before the toolkit gives up
             {"method": "POST", "path": "/api/v1/upload/", "status": 500, "body": ECHO},
-            'failed: upload failed after retries (HTTP 500): {"detail": "token *** is not valid for this '
-            'channel"}; none uploaded (fix: the server failed: retry later, or check --url)',
+            "failed: the server answered POST /api/v1/upload/flagtree with HTTP 500 Internal Server Error: "
+            '{"detail": "token *** is not valid for this channel"} (tried 4 times); none uploaded '
+            "(fix: the server failed: retry later, or check --url)",
             id="prefix-upload-500",
         ),
         pytest.param(
@@ -449,8 +469,9 @@ ECHO = {"detail": f"token {TOKEN} is not valid for this channel"}
         pytest.param(
             "anaconda",
             {"method": "GET", "path": "/package/", "status": 500, "body": ECHO},
-            "failed: unexpected server response (HTTP 500); none uploaded (fix: the server failed: retry later, "
-            "or check --url)",
+            "failed: the server answered GET /package/flagtree/toy-llvm with HTTP 500 Internal Server Error: "
+            '{"detail": "token *** is not valid for this channel"}; none uploaded (fix: the server failed: '
+            "retry later, or check --url)",
             id="anaconda-package-500",
         ),
         pytest.param(
@@ -702,7 +723,384 @@ def test_a_409_for_a_file_the_listing_did_not_show(
         assert status == 9
         assert _error_line(err) == (
             f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at "
-            f'{url} failed: package already exists (HTTP 409): {{"detail": "package already exists"}}; '
+            f"{url} failed: the server answered POST /api/v1/upload/flagtree with HTTP 409 Conflict: "
+            '{"detail": "package already exists"}; '
             "none uploaded (fix: the server holds a file of that name but does not list it yet: rerun later, "
             "or remove it there)"
         )
+
+
+# ---- the HTTP client: the token stays with its server, every wait ends, a protocol error is one line -----
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and uploads.test, the proxy test's name) and its key."""
+    openssl = require_executable("openssl", "openssl")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:uploads.test", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def _failed_upload(
+    url: str, toy_channel: Path, capfd: pytest.CaptureFixture[str], *options: str
+) -> tuple[str, str]:
+    """An upload to ``url`` that must fail as one line (exit 9) reporting nothing uploaded; the line and stdout."""
+    status, out, err = _run(
+        ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url, *options], capfd
+    )
+    assert status == 9, err
+    assert out == ""  # nothing is reported as uploaded
+    assert TOKEN not in out + err
+    return _error_line(err), out
+
+
+def _received_token(records: Records) -> bool:
+    return any(TOKEN in json.dumps(request["headers"]) + request["path"] for request in records())
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "expected"),
+    [
+        ("GET", "/flagtree/", 302, "{url} redirected to another origin, {other}: not followed"),
+        (
+            "POST",
+            "/api/v1/upload/",
+            307,
+            (
+                "{url} answered POST /api/v1/upload/flagtree with HTTP 307 Temporary Redirect, a redirect, "
+                "which is not followed for an upload"
+            ),
+        ),
+    ],
+    ids=["lookup-302", "upload-307"],
+)
+def test_a_redirect_to_another_host_is_an_error_and_the_token_stays_home(
+    method: str,
+    path: str,
+    status: int,
+    expected: str,
+    *,
+    toy_channel: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """urllib followed a 302 with the Authorization header to any host; the other host gets nothing now,
+    not even the token the redirect echoes into its URL."""
+    other, other_records = recorder(host="127.0.0.2")  # another origin on this machine
+    location = f"{other}/collect?token={{authorization}}"
+    url, _ = recorder([{"method": method, "path": path, "status": status, "headers": {"Location": location}}])
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    line, _ = _failed_upload(url, toy_channel, capfd)
+    assert expected.format(url=url, other=other) in line, line
+    assert other_records() == []
+
+
+def test_an_https_server_redirecting_to_http_is_an_error(
+    certificate: tuple[Path, Path],
+    toy_channel: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    plain, plain_records = recorder()
+    location = f"{plain}/flagtree/linux-64/repodata.json"
+    secure, secure_records = recorder(
+        [{"method": "GET", "path": "/flagtree/", "status": 301, "headers": {"Location": location}}],
+        tls=certificate,
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    line, _ = _failed_upload(secure, toy_channel, capfd)
+    assert (
+        f"failed: {secure} redirected to another origin, {plain}: not followed (fix: if {plain} is the server "
+        "you mean, give its URL yourself)" in line
+    )
+    assert _received_token(secure_records)  # the https server had it, as it should
+    assert plain_records() == []
+
+
+def test_a_redirect_within_the_server_is_followed(
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The lookup may be redirected on its own server (a moved path), with the token: it is that server's."""
+    moved = {"method": "GET", "path": "/flagtree/", "status": 302, "headers": {"Location": "/moved/repodata"}}
+    url, records = recorder([moved])
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    status, _, err = _upload("prefix", toy_channel, url, capfd)
+    assert status == 0, err
+    followed = [r for r in records() if r["path"] == "/moved/repodata"]
+    assert len(followed) == len(packages)
+    assert {r["headers"]["authorization"] for r in followed} == {f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize(
+    "url", ["http://uploads.example.org", "http://192.0.2.7:8080", "http://[2001:db8::1]/"]
+)
+def test_a_token_over_plain_http_to_another_machine_is_refused_before_any_request(
+    url: str,
+    *,
+    toy_channel: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Any request would reach the recorder: it is the http proxy (those hosts are not in no_proxy)."""
+    proxy, records = recorder()
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    status, out, err = _run(
+        ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url], capfd
+    )
+    assert status == 2
+    host = urlsplit(url).hostname
+    assert _error_line(err) == (
+        f"flagtree-feedstock: error: --url {url} is plain http to another machine: PREFIX_API_KEY would cross "
+        f"the network unencrypted, so nothing is sent (fix: use https://{host} (plain http only to this "
+        "machine: localhost, 127.0.0.1, ::1))"
+    )
+    assert records() == []
+    assert out == ""
+
+
+def test_plain_http_to_this_machine_by_name_is_allowed(
+    toy_channel: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    url, records = recorder()
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    status, _, err = _upload("prefix", toy_channel, url.replace("127.0.0.1", "localhost"), capfd)
+    assert status == 0, err
+    assert len(_uploads(records)) == 2
+
+
+def test_a_server_that_never_answers_the_upload_ends_at_the_timeout(
+    toy_channel: Path, recorder: Recorder, tmp_path: Path
+) -> None:
+    """The real console script in its own process: were the wait endless, subprocess's timeout would say so."""
+    url, records = recorder([{"method": "POST", "path": "/api/v1/upload/", "status": 200, "delay": 3600}])
+    argv = [str(CONSOLE_SCRIPT), "upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree"]
+    started = time.monotonic()
+    done = subprocess.run(
+        [*argv, "--url", url, "--timeout", "2"],
+        env={**os.environ, "PREFIX_API_KEY": TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 9, done.stderr
+    assert "failed: " + f"{url} did not answer for 2 s: gave up; none uploaded (fix: retry later; if it " in (
+        _error_line(done.stderr)
+    )
+    assert _error_line(done.stderr).endswith("or give the server longer with --timeout)")
+    assert done.stdout == ""
+    assert time.monotonic() - started < 60
+    assert [r["method"] for r in records()] == ["GET", "POST"]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan"])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(
+    value: str, toy_channel: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    argv = ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--timeout", value]
+    status, _, err = _run(argv, capfd)
+    assert status == 2
+    assert f"--timeout {value} is not a positive number of seconds" in _error_line(err)
+
+
+def test_a_redirect_answering_the_upload_is_an_error_never_followed(
+    toy_channel: Path,
+    packages: list[Path],
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A 302 to the POST was followed as a GET, whose 200 the CLI reported as "uploaded"."""
+    url, records = recorder(
+        [{"method": "POST", "path": "/api/v1/upload/", "status": 302, "headers": {"Location": "/uploaded"}}]
+    )
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    line, _ = _failed_upload(url, toy_channel, capfd)
+    assert line == (
+        f"flagtree-feedstock: error: uploading {packages[0].name} (1 of 2) to prefix channel flagtree at {url} "
+        f"failed: {url} answered POST /api/v1/upload/flagtree with HTTP 302 Found, a redirect, which is not "
+        "followed for an upload; none uploaded (fix: check the URL: it must name the server's upload API "
+        "itself)"
+    )
+    assert [r["path"] for r in records() if r["path"] == "/uploaded"] == []
+
+
+SHORT = 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"packages": '
+PROTOCOL_ERRORS = {
+    # The bad status line repeats the Authorization header: the traceback printed the token.
+    "bad-status-line": (
+        {"raw": "HTTP/1.1 OK {authorization}\r\n\r\n"},
+        "{url} answered with a malformed status line: not an HTTP server",
+    ),
+    "not-http": ({"raw": "SSH-2.0-OpenSSH_9.2\r\n"}, "{url} answered with a malformed status line"),
+    "short-read": ({"raw": SHORT}, "{url}'s answer broke off after 13 bytes of the 1000 it announced"),
+    # http.client counts only the chunks it read whole, and reports a malformed chunk as a short read.
+    "short-chunked": (
+        {"raw": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n100\r\n{"},
+        "{url}'s answer broke off after 0 bytes (a short read)",
+    ),
+    "bad-chunk": (
+        {"raw": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{authorization}\r\n"},
+        "{url}'s answer broke off after 0 bytes (a short read)",
+    ),
+    "no-answer": ({"raw": ""}, "{url} closed the connection without an answer"),
+    "reset": ({"reset": True}, "{url} reset the connection"),
+}
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"], ids=["lookup", "upload"])
+@pytest.mark.parametrize("case", sorted(PROTOCOL_ERRORS))
+def test_a_protocol_error_is_one_line_naming_the_server_never_the_token(
+    case: str,
+    method: str,
+    *,
+    toy_channel: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    answer, expected = PROTOCOL_ERRORS[case]
+    path = "/flagtree/" if method == "GET" else "/api/v1/upload/"
+    url, _ = recorder([{"method": method, "path": path, "status": 200, **answer}])
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    line, _ = _failed_upload(url, toy_channel, capfd)
+    assert expected.format(url=url) in line, line
+    what = "asking prefix at" if method == "GET" else "uploading "
+    assert line.startswith(f"flagtree-feedstock: error: {what}"), line
+
+
+def test_tls_errors_are_one_line(
+    certificate: tuple[Path, Path],
+    toy_channel: Path,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    secure, _ = recorder(tls=certificate)  # its certificate is not trusted: SSL_CERT_FILE does not name it
+    line, _ = _failed_upload(secure, toy_channel, capfd)
+    assert f"{secure}'s TLS certificate is not trusted (self-signed certificate)" in line
+    plain, _ = recorder()  # https:// to a server that speaks plain http
+    line, _ = _failed_upload(plain.replace("http://", "https://"), toy_channel, capfd)
+    assert f"TLS with {plain.replace('http://', 'https://')} failed (" in line
+
+
+@pytest.fixture
+def connect_proxy() -> Iterator[Callable[[dict[str, int]], tuple[str, list[str]]]]:
+    """A loopback proxy answering CONNECT for the names it is given (name -> a port on 127.0.0.1), piping the
+    bytes both ways; it returns its URL and records each tunnel's target."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    threads: list[threading.Thread] = []
+
+    def start(hosts: dict[str, int]) -> tuple[str, list[str]]:
+        tunnels: list[str] = []
+
+        def pipe(source: socket.socket, sink: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+        def tunnel(client: socket.socket) -> None:
+            with client:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += client.recv(4096)
+                target = head.split()[1].decode()
+                tunnels.append(target)
+                name, _, port = target.rpartition(":")
+                assert int(port) == hosts[name]
+                with socket.create_connection(("127.0.0.1", hosts[name])) as upstream:
+                    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    back = threading.Thread(target=pipe, args=(upstream, client))
+                    back.start()
+                    pipe(client, upstream)
+                    back.join()
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):  # the listener closed: the test is over
+                while True:
+                    client, _ = listener.accept()
+                    thread = threading.Thread(target=tunnel, args=(client,))
+                    threads.append(thread)
+                    thread.start()
+
+        server = threading.Thread(target=serve)
+        threads.append(server)
+        server.start()
+        return f"http://127.0.0.1:{listener.getsockname()[1]}", tunnels
+
+    yield start
+    listener.shutdown(socket.SHUT_RDWR)
+    listener.close()
+    for thread in threads:
+        thread.join(timeout=10)
+
+
+def test_an_https_upload_through_a_connect_proxy(
+    *,
+    certificate: tuple[Path, Path],
+    toy_channel: Path,
+    recorder: Recorder,
+    connect_proxy: Callable[[dict[str, int]], tuple[str, list[str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """https_proxy is honoured as urllib did: a CONNECT tunnel, TLS checked against the server's own name."""
+    secure, records = recorder(tls=certificate)
+    port = int(secure.rsplit(":", 1)[1])
+    proxy, tunnels = connect_proxy({"uploads.test": port})
+    monkeypatch.setenv("https_proxy", proxy)
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    monkeypatch.setenv("PREFIX_API_KEY", TOKEN)
+    status, _, err = _upload("prefix", toy_channel, f"https://uploads.test:{port}", capfd)
+    assert status == 0, err
+    assert tunnels and set(tunnels) == {f"uploads.test:{port}"}
+    assert len(_uploads(records)) == 2
+    _assert_token_only_in_authorization(records(), err)
+
+
+def test_anaconda_is_given_each_package_format_s_index_and_about(
+    packages: list[Path], tmp_path: Path
+) -> None:
+    """A .conda file's info-*.tar.zst and a .tar.bz2's info/: what the stage and package calls send."""
+    index, about = package_info(packages[0])
+    assert (index["name"], index["version"], index["subdir"]) == ("toy-llvm", "1.0", "linux-64")
+    assert isinstance(about, dict)
+    legacy = tmp_path / "legacy-1.0-0.tar.bz2"
+    documents = {
+        "info/index.json": {"name": "legacy", "subdir": "noarch"},
+        "info/about.json": {"summary": "s"},
+    }
+    with tarfile.open(legacy, "w:bz2") as tar:
+        for name, document in documents.items():
+            data = json.dumps(document).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert package_info(legacy) == (documents["info/index.json"], documents["info/about.json"])
+    damaged = tmp_path / "damaged-1.0-0.tar.bz2"
+    damaged.write_bytes(legacy.read_bytes()[:40])
+    with pytest.raises(ChannelError, match=f"{damaged} cannot be read for the upload"):
+        package_info(damaged)

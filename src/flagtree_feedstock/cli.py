@@ -115,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HEX",
         help="the archive's sha256: checked for a file, required for a URL",
     )
+    build.add_argument(
+        "--llvm-archive-max-size",
+        metavar="SIZE",
+        help="the most a URL's download may take: bytes, or e.g. 4G, 1500M [4G]",
+    )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
     build.add_argument(
@@ -165,6 +170,14 @@ def _parser() -> argparse.ArgumentParser:
         "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
     )
     upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
+    upload.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest to wait on the server at any step: connecting (at most 30 s), sending, "
+        "its answer [300]",
+    )
     upload.add_argument(
         "--label",
         dest="labels",
@@ -241,6 +254,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         env=env,
         fetch=not args.render_only,
         recipe_dir=options.recipe_dir,
+        max_size=options.llvm_archive_max_size,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
     given = variant_files(options.recipe_dir, options.exclusive_config_file, options.variant_configs)
@@ -495,6 +509,7 @@ def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> i
         channel=args.channel,
         url=args.url,
         labels=tuple(args.labels or ("main",)),
+        timeout=args.timeout,
     )
     uploaded = upload_channel(request, env)
     out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")

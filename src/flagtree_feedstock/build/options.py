@@ -40,6 +40,7 @@ class BuildOptions:
     # flagtree-llvm from Triton's prebuilt LLVM archive (a file, an unpacked folder or a URL): llvm_archive/.
     llvm_archive: str | None = None
     llvm_archive_sha256: str | None = None
+    llvm_archive_max_size: str | None = None  # the most its download may take (llvm_archive.fetch's default)
 
     def summary(self) -> str:
         """One line per option; those that differ from the defaults are marked with ``*``."""
@@ -77,6 +78,7 @@ ENV_OPTIONS: Mapping[str, str] = {
     "tool": "TOOL",
     "llvm_archive": "LLVM_ARCHIVE",
     "llvm_archive_sha256": "LLVM_ARCHIVE_SHA256",
+    "llvm_archive_max_size": "LLVM_ARCHIVE_MAX_SIZE",
 }
 # The plural names these had before they followed the options; still read, never suggested.
 ENV_OLD_NAMES: Mapping[str, str] = {"channels": "CHANNELS", "pythons": "PYTHONS", "outputs": "OUTPUTS"}
@@ -136,6 +138,7 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         force=bool(values.get("force")),
         llvm_archive=str(pick("llvm_archive") or "") or None,
         llvm_archive_sha256=str(pick("llvm_archive_sha256") or "") or None,
+        llvm_archive_max_size=str(pick("llvm_archive_max_size") or "") or None,
     )
 
 

@@ -2,8 +2,10 @@
 
 - :mod:`.folder`: a local channel folder: its packages checked whole, indexed (py-rattler), installed from;
 - :mod:`.upload`: a channel folder published to prefix.dev or anaconda.org;
+- :mod:`.upload_api`: the requests of each server's upload API;
+- :mod:`.package_info`: a package file's index.json and about.json, which anaconda.org's API is given;
 - :mod:`.server_files`: what an upload server already holds under a package's file name.
 
-Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_interrupts``, ``_paths``,
-``_progress``, ``_subprocess``) and nothing else of the package (``tests/test_layers.py``).
+Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_http``, ``_interrupts``,
+``_paths``, ``_progress``, ``_subprocess``) and nothing else of the package (``tests/test_layers.py``).
 """

@@ -15,24 +15,24 @@ upload of a file name they hold with HTTP 409 and say nothing about the content,
   ``/stage`` call of an upload sends the file's ``sha256``). The record's ``sha256`` is compared where it
   has one, else its ``md5``; its ``labels``, where listed, must hold every label asked for.
 
-Nothing here prints or returns the token or a server's response body.
+Nothing here prints or returns the token or a server's response body. The requests go through the toolkit's
+HTTP client (:mod:`flagtree_feedstock._http`): the token goes to the server's own origin only, a redirect
+elsewhere is an error, and every request has the upload's timeouts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
+from flagtree_feedstock._http import Credential, HttpError, Timeouts, open_request, status_text
 from flagtree_feedstock.errors import ChannelError
 
-TIMEOUT_SECONDS = 60
 Server = Literal["prefix", "anaconda"]
 Algorithm = Literal["sha256", "md5"]
 ALGORITHMS: tuple[Algorithm, ...] = ("sha256", "md5")  # the first one a record gives is compared
@@ -65,8 +65,9 @@ class ServerFiles:
     server: Server
     url: str
     channel: str
-    token: str
+    credential: Credential
     variable: str  # the token's environment variable, for the fix of a refused lookup
+    timeouts: Timeouts
 
     def held(self, package: Path) -> Held | None:
         """The file the server holds under ``package``'s name (in its subdir), or ``None``."""
@@ -86,32 +87,30 @@ class ServerFiles:
 
     def _get(self, url: str, package: Path) -> dict[str, object] | None:
         """The JSON answer to GET ``url``, ``None`` for a 404; anything else is one error without the body."""
-        request = urllib.request.Request(
-            url,
-            headers={
-                "Authorization": f"{AUTH_SCHEMES[self.server]} {self.token}",
-                "Accept": "application/json",
-            },
-        )
         what = f"asking {self.server} at {self.url} whether it holds {package.name}"
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-                answer = json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            exc.close()  # it holds the answer's socket; the body (which may echo the token) is never read
-            if exc.code == 404:
-                return None
-            fix = (
-                f"check {self.variable} (its scopes) and the channel name"
-                if exc.code in (401, 403)
-                else "retry later, or check --url"
-            )
-            raise ChannelError(f"{what} failed: HTTP {exc.code} {exc.reason}", fix=fix) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ChannelError(
-                f"{what} failed: {reason}", fix="check the network, the http(s)_proxy variables and --url"
-            ) from None
+            with open_request(
+                "GET",
+                url,
+                timeouts=self.timeouts,
+                credential=self.credential,
+                headers={"Accept": "application/json"},
+            ) as response:
+                if response.status == 404:
+                    return None
+                if not 200 <= response.status < 300:  # the body (which may echo the token) is never read
+                    fix = (
+                        f"check {self.variable} (its scopes) and the channel name"
+                        if response.status in (401, 403)
+                        else "retry later, or check --url"
+                    )
+                    raise ChannelError(f"{what} failed: {status_text(response.status)}", fix=fix)
+                data = response.read_all()
+        except HttpError as exc:
+            fix = f"{exc.fix}, or give it longer with --timeout" if exc.timed_out else exc.fix
+            raise ChannelError(f"{what} failed: {exc}", fix=fix) from None
+        try:
+            answer = json.loads(data or b"{}")
         except ValueError:
             raise ChannelError(f"{what} failed: the answer is not JSON", fix="check --url") from None
         if not isinstance(answer, dict):

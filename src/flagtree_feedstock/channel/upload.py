@@ -1,29 +1,28 @@
 """Publish a built channel folder: upload each of its packages to prefix.dev or anaconda.org.
 
-The upload itself is py-rattler-build's (``rattler_build.upload``); this module finds the packages, reads the
-token from the environment (never from the command line, where it would land in logs and shell history; a
-blank one, or one with whitespace, is refused before any request), asks the server what it already holds
+This module finds the packages, reads the token from the environment (never from the command line, where it
+would land in logs and shell history; a blank one, or one with whitespace, is refused before any request, and
+so is a ``--url`` of plain http to a host that is not this machine), asks the server what it already holds
 (:mod:`.server_files`: a rerun skips what is there with the same content and refuses a different file under
-the same name) and turns failures into one-line errors that never contain the token.
+the same name), uploads the rest (:mod:`.upload_api`, the requests py-rattler-build's upload makes, with
+timeouts and without following redirects) and turns failures into one-line errors that never contain the
+token.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import get_args
-from urllib.parse import quote
 
-from flagtree_feedstock._engine import require
+from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, unencrypted
 from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
 
 from .folder import package_files
-from .server_files import Server, ServerFiles
+from .server_files import AUTH_SCHEMES, Server, ServerFiles
+from .upload_api import Api, UploadFailed, upload_to_anaconda, upload_to_prefix
 
 LOGGER = logging.getLogger(__name__)
 
@@ -33,6 +32,13 @@ SERVERS: frozenset[str] = frozenset(get_args(Server))
 TOKEN_VARIABLES: Mapping[Server, str] = {"prefix": "PREFIX_API_KEY", "anaconda": "ANACONDA_API_KEY"}
 # The public instances; --url points at a self-hosted one (or, in the tests, a local recorder).
 DEFAULT_URLS: Mapping[Server, str] = {"prefix": "https://prefix.dev", "anaconda": "https://api.anaconda.org"}
+# `upload --timeout`: the longest the upload waits on the server at any one step (for its answer, or for it
+# to take more of a package). A server answers an upload once it has stored and checked the whole file, a
+# few seconds for the largest package here (flagtree-llvm, some hundred MB): five minutes leaves room for a
+# slow server and still ends a dead connection long before a CI job's own limit.
+DEFAULT_TIMEOUT = 300.0
+# Connecting (TCP and TLS) takes a second where the server is up; at most this long, or --timeout if shorter.
+CONNECT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +50,7 @@ class UploadRequest:
     channel: str
     url: str | None = None
     labels: tuple[str, ...] = ("main",)  # anaconda.org only: the labels (sub-channels) to upload to
+    timeout: float | None = None  # seconds, each wait on the server [DEFAULT_TIMEOUT]
 
     @property
     def effective_url(self) -> str:
@@ -91,18 +98,6 @@ def read_token(variable: str, env: Mapping[str, str], server: str) -> str:
     return token
 
 
-def redact(text: str, token: str) -> str:
-    """``text`` with the token replaced, in each form a server may echo it in: as sent, JSON-escaped (also
-    with ``\\/``), URL-quoted. Only the token: a blank one (never read as a token) changes nothing."""
-    escaped = json.dumps(token)[1:-1]
-    for form in sorted(
-        {token, escaped, escaped.replace("/", "\\/"), quote(token, safe="")}, key=len, reverse=True
-    ):
-        if form.strip():
-            text = text.replace(form, "***")
-    return text
-
-
 def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]:
     """Upload every package of ``request.channel_dir`` the server does not hold yet; return the uploaded files.
 
@@ -122,14 +117,22 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
         )
     variable = TOKEN_VARIABLES[request.server]
     token = read_token(variable, env, request.server)
-    upload = require("rattler_build.upload", "py-rattler-build")
-    rb = require("rattler_build", "py-rattler-build")
+    api = Api(
+        url=request.effective_url.rstrip("/"),
+        credential=Credential(
+            origin=_checked_origin(request, variable),
+            authorization=f"{AUTH_SCHEMES[request.server]} {token}",
+            secret=token,
+        ),
+        timeouts=_timeouts(DEFAULT_TIMEOUT if request.timeout is None else request.timeout),
+    )
     files = ServerFiles(
         server=request.server,
         url=request.effective_url,
         channel=request.channel,
-        token=token,
+        credential=api.credential,
         variable=variable,
+        timeouts=api.timeouts,
     )
     LOGGER.info(
         "uploading %d package(s) to %s channel %s at %s",
@@ -147,16 +150,16 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
         held = files.held(package)
         if held is None:
             try:
-                _upload_one(upload, request, package, token)
+                _upload_one(api, request, package)
                 done.append(package)
                 continue
-            except rb.RattlerBuildError as exc:
+            except UploadFailed as exc:
                 # Both servers answer 409 for a file name they hold: uploaded meanwhile, or held but not
                 # listed yet. Ask again, and report the upload's own error if that does not explain it.
-                held = files.held(package) if _conflict(exc) else None
+                held = files.held(package) if exc.conflict else None
                 if held is None:
                     raise _upload_error(
-                        request, variable, token, package, done, total=len(packages), exc=exc
+                        request, variable, package, done, total=len(packages), exc=exc
                     ) from None
         difference = held.differs_from(package, request.labels if request.server == "anaconda" else ())
         if difference is None:
@@ -170,19 +173,36 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
     return done
 
 
-def _upload_one(upload: ModuleType, request: UploadRequest, package: Path, token: str) -> None:
-    if request.server == "prefix":
-        upload.upload_package_to_prefix([str(package)], request.effective_url, request.channel, api_key=token)
-    else:
-        upload.upload_package_to_anaconda(
-            [str(package)], request.channel, channel=list(request.labels), api_key=token, url=request.url
+def _checked_origin(request: UploadRequest, variable: str) -> Origin:
+    """The server's origin, which the token may go to; a --url the token may not go to is refused."""
+    try:
+        origin = Origin.of(request.effective_url)
+    except HttpError as exc:
+        raise ConfigurationError(
+            f"--url {exc}", fix=f"pass --url the server, e.g. {DEFAULT_URLS[request.server]}"
+        ) from None
+    if unencrypted(origin):
+        raise ConfigurationError(
+            f"--url {request.effective_url} is plain http to another machine: {variable} would cross the "
+            "network unencrypted, so nothing is sent",
+            fix=f"use https://{origin.host} (plain http only to this machine: localhost, 127.0.0.1, ::1)",
         )
+    return origin
 
 
-def _conflict(exc: Exception) -> bool:
-    """Whether the engine's error is the server's 409 for a file name it holds (py-rattler-build 0.73's words:
-    prefix.dev "package already exists (HTTP 409)", anaconda.org "file NAME already exists")."""
-    return "already exists" in str(exc)
+def _timeouts(timeout: float) -> Timeouts:
+    if not timeout > 0:
+        raise ConfigurationError(
+            f"--timeout {timeout:g} is not a positive number of seconds", fix="give e.g. --timeout 300"
+        )
+    return Timeouts(connect=min(CONNECT_TIMEOUT, timeout), read=timeout)
+
+
+def _upload_one(api: Api, request: UploadRequest, package: Path) -> None:
+    if request.server == "prefix":
+        upload_to_prefix(api, request.channel, package)
+    else:
+        upload_to_anaconda(api, request.channel, request.labels, package)
 
 
 def _refused_error(
@@ -201,26 +221,24 @@ def _refused_error(
 def _upload_error(
     request: UploadRequest,
     variable: str,
-    token: str,
     package: Path,
     done: list[Path],
     *,
     total: int,
-    exc: Exception,
+    exc: UploadFailed,
 ) -> ChannelError:
     """One line: the package that failed, the server's answer (never the token), what is already uploaded."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    reason = redact(reason, token)
     before = f"{len(done)} uploaded before it: {', '.join(p.name for p in done)}" if done else "none uploaded"
-    status = re.search(r"(?:HTTP |\()([45]\d\d)\b", reason)
-    if status and status.group(1).startswith("5"):
+    if exc.fix is not None:  # the connection failed, or the server redirected the upload
+        fix = f"{exc.fix}, or give the server longer with --timeout" if exc.timed_out else exc.fix
+    elif exc.status is not None and exc.status >= 500:
         fix = "the server failed: retry later, or check --url"
-    elif _conflict(exc):  # a 409 the second look did not explain: held, but not listed (yet)
+    elif exc.conflict:  # a 409 the second look did not explain: held, but not listed (yet)
         fix = "the server holds a file of that name but does not list it yet: rerun later, or remove it there"
     else:
         fix = f"check {variable} (its scopes), the channel name and --url"
     return ChannelError(
         f"uploading {package.name} ({len(done) + 1} of {total}) to {request.server} channel {request.channel} "
-        f"at {request.effective_url} failed: {reason}; {before}",
+        f"at {request.effective_url} failed: {exc.reason}; {before}",
         fix=fix,
     )

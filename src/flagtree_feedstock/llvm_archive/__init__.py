@@ -17,12 +17,16 @@ What ``--llvm-archive`` takes, and what the recipe is given (the variant keys ``
 - an unpacked folder: packed reproducibly into the cache (names sorted, owners, times and ``version.txt``
   left out), then as a local archive. Its sha256 is of that packing: it identifies the tree, but cannot be
   compared with a sha256 Triton's archive was published with;
-- a URL (``http``/``https``): needs ``--llvm-archive-sha256``. A build downloads it into the cache and checks
-  it before anything is built, then gives the engine the cached copy; ``--render-only`` does not download it.
+- a URL (``http``/``https``): needs ``--llvm-archive-sha256``. A build downloads it into the cache (through
+  the toolkit's HTTP client: timeouts, no redirect to another origin, at most ``--llvm-archive-max-size``) and
+  checks it before anything is built, then gives the engine the cached copy; ``--render-only`` does not
+  download it.
 
 Before anything renders or builds, each problem is one line: a missing file, a file that is not a tar archive,
-an archive whose top is not one folder named like Triton's, one without ``bin/mlir-tblgen`` (or with one that
-is no aarch64 program), a sha256 that differs, a URL without a sha256. After the render: an archive of
+an archive whose top is not one folder named like Triton's, a member that would land outside it when unpacked
+(``..``, an absolute name, a link leading out) or that is a device or a FIFO (a socket or a FIFO in a folder),
+a ``bin/`` member above 1 GiB, one without ``bin/mlir-tblgen`` (or with one that is no aarch64 program), a
+sha256 that differs, a URL without a sha256. The archive is read in place, never unpacked for the check. After the render: an archive of
 another LLVM commit than the recipe's ``llvm_commit``, and the glibc floor (:func:`check_rendered`).
 
 The glibc floor: Triton builds the archive on an Ubuntu runner against its glibc, and its static libraries

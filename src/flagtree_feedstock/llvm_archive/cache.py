@@ -12,12 +12,18 @@ from pathlib import Path
 from typing import IO
 
 CHUNK = 1 << 20
+INCOMING = ".incoming-"  # a file being written: .incoming-<pid>-<random>.tmp
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
     """Where archives, packed folders and their inspections are kept: ~/.cache/flagtree-feedstock/..."""
     base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
     return Path(base) / "flagtree-feedstock" / "llvm-archives"
+
+
+def human_size(size: int) -> str:
+    """``4.0 GiB``, ``512.0 MiB``: a size for a message."""
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / (1 << 20):.1f} MiB"
 
 
 def file_sha256(path: Path) -> str:
@@ -57,10 +63,12 @@ class _Spooled:
 def spool(folder: Path, name: Callable[[str], str]) -> Iterator[_Spooled]:
     """A new file in ``folder``, hashed as it is written and renamed to ``name(sha256)`` once complete.
 
-    Nothing half-written stays: the temporary file is removed on any failure.
+    Nothing half-written stays: the temporary file is removed on any failure and any signal the process
+    handles. One that a SIGKILL left (its name holds its process's id) is removed by the next spool there.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".incoming-", suffix=".tmp")
+    _remove_abandoned(folder)
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f"{INCOMING}{os.getpid()}-", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as handle:
             spooled = _Spooled(_HashingWriter(handle))
@@ -70,3 +78,21 @@ def spool(folder: Path, name: Callable[[str], str]) -> Iterator[_Spooled]:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Remove the files being written by processes that are gone (killed before they could clean up)."""
+    for path in folder.glob(f"{INCOMING}*-*.tmp"):
+        pid = path.name.removeprefix(INCOMING).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

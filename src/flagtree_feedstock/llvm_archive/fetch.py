@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import gzip
 import logging
-import shutil
+import re
+import stat
 import tarfile
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from flagtree_feedstock._http import HttpError, Timeouts, open_request, status_text
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
 
-from .cache import CHUNK, file_sha256, spool
+from .cache import file_sha256, human_size, spool
 from .inspection import TOP_EXAMPLE, TOP_FOLDER
 
 LOGGER = logging.getLogger(__name__)
@@ -23,24 +23,64 @@ LOGGER = logging.getLogger(__name__)
 # What setup.py writes into an unpacked archive (the URL it came from): not part of Triton's archive.
 SETUP_PY_MARKER = "version.txt"
 
+# --llvm-archive-max-size's default: a download stops beyond it. Triton's LLVM archives are about 1 GB:
+# llvm-10dc3a8e-ubuntu-x64.tar.gz is 950 MB (triton-lang/triton#5190), b74e588e's almalinux one about 1 GB
+# (#5096), and the largest on record, a 2026 llvm-head build before its tools were trimmed, 1.6 GB (#10480).
+# 4 GiB is two and a half times that.
+DEFAULT_MAX_SIZE = 4 << 30
+# A server that takes longer than this to connect, or to send the next bytes, is given up on.
+TIMEOUTS = Timeouts(connect=30, read=60)
+_SIZE = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
-def download(url: str, sha256: str, cache: Path) -> Path:
-    """``url`` in the cache (downloaded once), its sha256 checked; a failure leaves nothing behind."""
+
+def parse_size(value: str) -> int:
+    """``--llvm-archive-max-size``: bytes, or a number with K, M, G or T (powers of 1024: ``4G``, ``500MiB``)."""
+    found = _SIZE.fullmatch(value.strip())
+    size = int(float(found["number"]) * _UNITS[found["unit"].upper()]) if found else 0
+    if size <= 0:
+        raise ConfigurationError(
+            f"--llvm-archive-max-size {value!r} is not a size", fix="give bytes or e.g. 4G, 1500M"
+        )
+    return size
+
+
+def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_SIZE) -> Path:
+    """``url`` in the cache (downloaded once), its sha256 checked; a failure leaves nothing behind.
+
+    At most ``max_size`` bytes are taken: a larger answer is refused as soon as it says so or passes it.
+    """
     name = f"{sha256[:16]}-{Path(urllib.parse.urlparse(url).path).name or 'llvm.tar.gz'}"
     cached = cache / name
     if cached.is_file() and file_sha256(cached) == sha256:
         return cached
     LOGGER.info("downloading %s", url)
+    too_large = SourceFetchError(
+        f"--llvm-archive {url} is larger than {human_size(max_size)} (--llvm-archive-max-size): not downloaded "
+        "further, nothing kept",
+        fix="check the URL; if that file is right, raise --llvm-archive-max-size",
+    )
     try:
-        with (
-            urllib.request.urlopen(url, timeout=60) as response,
-            spool(cache, lambda digest: name if digest == sha256 else f".mismatch-{name}") as out,
-        ):
-            shutil.copyfileobj(response, out.writer, CHUNK)
-    except (urllib.error.URLError, OSError) as exc:
+        with open_request("GET", url, timeouts=TIMEOUTS) as answer:
+            if answer.status != 200:
+                raise SourceFetchError(
+                    f"--llvm-archive {url} could not be downloaded: the server answered "
+                    f"{status_text(answer.status)}",
+                    fix="check the URL, or download the file yourself and pass its path",
+                )
+            if answer.length is not None and answer.length > max_size:
+                raise too_large
+            with spool(cache, lambda digest: name if digest == sha256 else f".mismatch-{name}") as out:
+                received = 0
+                for chunk in answer.chunks():
+                    received += len(chunk)
+                    if received > max_size:
+                        raise too_large
+                    out.writer.write(chunk)
+    except HttpError as exc:
         raise SourceFetchError(
-            f"--llvm-archive {url} could not be downloaded ({exc})",
-            fix="check the URL and the network, or download the file yourself and pass its path",
+            f"--llvm-archive {url} could not be downloaded: {exc}",
+            fix=f"{exc.fix}; or download the file yourself and pass its path",
         ) from None
     if out.sha256 != sha256:
         assert out.path is not None
@@ -66,6 +106,14 @@ def pack_folder(folder: Path, cache: Path) -> Path:
             fix="pass the folder setup.py or upstream's guide unpacked "
             "(~/.triton/llvm/llvm-<commit8>-ubuntu-arm64)",
         )
+    entries = list(_walk(folder))
+    for path in entries:
+        kind = _special(path)
+        if kind is not None:
+            raise ConfigurationError(
+                f"--llvm-archive {folder}: {path} is {kind}, not a file an LLVM install holds",
+                fix="remove it from the folder (or pass a copy without it)",
+            )
     LOGGER.info("packing %s into %s", folder, cache)
 
     def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -80,7 +128,7 @@ def pack_folder(folder: Path, cache: Path) -> Path:
         tarfile.open(fileobj=packed, mode="w", format=tarfile.GNU_FORMAT) as tar,
     ):
         tar.add(folder, arcname=folder.name, recursive=False, filter=reset)
-        for path in _walk(folder):
+        for path in entries:
             if path.parent == folder and path.name == SETUP_PY_MARKER:
                 continue
             info = reset(tar.gettarinfo(path, arcname=f"{folder.name}/{path.relative_to(folder)}"))
@@ -93,6 +141,20 @@ def pack_folder(folder: Path, cache: Path) -> Path:
                 tar.addfile(info)
     assert raw.path is not None
     return raw.path
+
+
+def _special(path: Path) -> str | None:
+    """What ``path`` is when it is neither a file, a folder nor a symlink: a socket, a FIFO, a device."""
+    mode = path.lstat().st_mode
+    for test, kind in (
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return None
 
 
 def _walk(folder: Path) -> Iterator[Path]:

@@ -1,4 +1,14 @@
-"""What an archive holds, read before anything is unpacked: its top folder, its mlir-tblgen, its glibc need."""
+"""What an archive holds, read before anything is unpacked: its top folder, its mlir-tblgen, its glibc need.
+
+Every member is checked as it passes, and the archive is refused, naming the member, where one would land
+outside the top folder when unpacked or is no file an LLVM install holds: a name with ``..`` or an absolute
+one, a symlink whose target (followed through the archive's own symlinks) or a hard link whose target leaves
+the top folder, a device file or a FIFO. Reading is bounded: only ``bin/*`` files are read, from the tar
+member itself, never copied out; one that is not ELF by its first four bytes is skipped; of an ELF program,
+the header, the section header table and the version needs with their strings are read (the doctor's ELF
+reader, :mod:`flagtree_doctor.elf`), its first :data:`KEPT_BYTES` kept in memory as it passes. A ``bin/*``
+member above :data:`MAX_PROGRAM_BYTES` is refused unread.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +16,17 @@ import gzip
 import json
 import lzma
 import re
-import shutil
 import tarfile
-import tempfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 from flagtree_doctor import elf
 from flagtree_feedstock.errors import ConfigurationError
 
-from .cache import CHUNK, spool
+from .cache import CHUNK, human_size, spool
 
 # The top folder FlagTree's setup.py names for aarch64 Linux (get_llvm_package_info's system_suffix).
 TOP_FOLDER = re.compile(r"llvm-(?P<commit>[0-9a-f]{8})-(?:ubuntu|almalinux)-arm64")
@@ -31,6 +40,21 @@ REQUIRED_TOOL = "bin/mlir-tblgen"
 
 # What a damaged or foreign file raises while tarfile reads it.
 _NOT_TAR = (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError)
+
+# A bin/* member larger than this is refused unread. Triton's LLVM tools are at most a few hundred MB: the
+# largest of its 2026 build were mlir-query (204 MB) and clang-repl (196 MB) (triton-lang/triton#10480, the
+# binaries its trimmed build dropped), and an unstripped assertions build of MLIR's tools reaches about 300 MB
+# (ROCm/FlyDSL#1092: 303 MB before stripping). 1 GiB leaves three times that room, and stops a member that
+# claims gigabytes (a sparse one costs a few bytes of archive).
+MAX_PROGRAM_BYTES = 1 << 30
+# How much of a program's start is kept in memory while it is read: its ELF header, and the dynamic string
+# table and version needs a linker lays out right behind it (in libtorch_cpu.so, a 430 MB library, they end
+# before 8 MB), so reading them after the section header table at the program's end costs no second pass.
+KEPT_BYTES = 16 << 20
+# Symlinks followed while a link's target is resolved, at most (Linux's own limit, MAXSYMLINKS).
+MAX_HOPS = 40
+# Part of a cached inspection's name: an archive inspected by older checks is read again.
+INSPECTION_FORMAT = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,46 +73,59 @@ class Inspection:
         return found["commit"]
 
 
-def inspect_cached(path: Path, sha256: str, cache: Path) -> Inspection:
+def inspect_cached(path: Path, sha256: str, cache: Path, *, label: str | None = None) -> Inspection:
     """:func:`inspect`, remembered per sha256 in ``cache`` (an archive is read through once)."""
-    record = cache / f"{sha256}.json"
+    record = cache / f"{sha256}.inspection-{INSPECTION_FORMAT}.json"
     try:
         return Inspection(**json.loads(record.read_text()))
     except (OSError, ValueError, TypeError):
         pass
-    found = inspect(path)
+    found = inspect(path, label=label)
     with spool(cache, lambda _: record.name) as out:
         out.writer.write(json.dumps(asdict(found)).encode())
     return found
 
 
-def inspect(path: Path) -> Inspection:
-    """Read ``path`` through once: its top folder, its mlir-tblgen, the glibc its programs need."""
+def inspect(path: Path, *, label: str | None = None) -> Inspection:
+    """Read ``path`` through once: its members checked, its top folder, its mlir-tblgen, its programs' glibc.
+
+    ``label`` names the archive in messages (what the user gave, where ``path`` is a packed folder).
+    """
+    label = label or str(path)
     tops: set[str] = set()
+    links: dict[str, str] = {}  # symlink (its normalised name) -> target
+    hardlinks: dict[str, str] = {}  # hard link -> the member it links to
     tool_machine: int | None = None
     needs: list[tuple[str, str]] = []  # (GLIBC_x.y, program)
     try:
-        with (
-            # Not the stream mode ("r|*"): it ends quietly where a truncated archive ends, where gzip's file
-            # object raises EOFError.
-            tarfile.open(path, mode="r:*") as tar,
-            tempfile.TemporaryDirectory(prefix="flagtree-llvm-archive-") as scratch,
-        ):
+        # Not the stream mode ("r|*"): it ends quietly where a truncated archive ends, where gzip's file
+        # object raises EOFError.
+        with tarfile.open(path, mode="r:*") as tar:
             for member in tar:
-                parts = [p for p in member.name.split("/") if p not in ("", ".")]
+                _check_member(member, label)
+                parts = _parts(member.name)
                 if not parts:
                     continue
                 tops.add(parts[0])
+                if member.issym():
+                    links["/".join(parts)] = member.linkname
+                elif member.islnk():
+                    hardlinks["/".join(parts)] = member.linkname
                 if len(parts) != 3 or parts[1] != "bin" or not member.isfile():
                     continue
-                program = Path(scratch) / "program"
+                if member.size > MAX_PROGRAM_BYTES:
+                    raise _refused(
+                        label,
+                        member.name,
+                        f"{human_size(member.size)}, above the {human_size(MAX_PROGRAM_BYTES)} a program in "
+                        "bin/ may have (Triton's largest LLVM tools are a few hundred MB)",
+                    )
                 source = tar.extractfile(member)
                 assert source is not None
-                with program.open("wb") as out:
-                    shutil.copyfileobj(source, out, CHUNK)
-                try:
+                program = _Member(source, f"{label}:{member.name}")
+                try:  # the reader's first check is the ELF magic: a script or data is skipped there
                     versions = elf.version_needs(program)
-                    machine = elf.dynamic_info(program).machine
+                    machine = elf.machine(program)
                 except elf.ElfError:
                     continue
                 if parts[2] == Path(REQUIRED_TOOL).name:
@@ -97,10 +134,124 @@ def inspect(path: Path) -> Inspection:
     except _NOT_TAR as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
         raise ConfigurationError(
-            f"--llvm-archive {path} is not a tar archive, or a damaged one ({reason})",
+            f"--llvm-archive {label} is not a tar archive, or a damaged one ({reason})",
             fix=f"pass Triton's archive ({TOP_EXAMPLE}.tar.gz) or the folder it unpacked to",
         ) from None
-    return _checked(path, tops, tool_machine, needs)
+    return _checked(label, tops, _Links(links, hardlinks), tool_machine, needs)
+
+
+class _Member:
+    """A tar member as an ELF reader's source: read forward once, its first :data:`KEPT_BYTES` kept.
+
+    A read behind what is kept seeks back, which in a compressed archive decompresses it again from its
+    start: correct, and never needed for a program laid out as linkers lay them out.
+    """
+
+    def __init__(self, handle: IO[bytes], name: str) -> None:
+        self.handle = handle
+        self.name = name
+        self.kept = bytearray()
+        self.position = 0
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        end = offset + size
+        if end <= len(self.kept):
+            return bytes(self.kept[offset:end])
+        if offset >= self.position:
+            while self.position < offset:
+                if not self._take(min(CHUNK, offset - self.position)):
+                    return b""
+            return self._take(size)
+        if self.position == len(self.kept):  # the start is kept, the rest lies ahead
+            head = bytes(self.kept[offset:])
+            return head + self._take(end - self.position)
+        self.handle.seek(offset)
+        self.position = offset
+        return self._take(size)
+
+    def _take(self, size: int) -> bytes:
+        data = self.handle.read(size)
+        if self.position == len(self.kept) and len(self.kept) < KEPT_BYTES:
+            self.kept += data[: KEPT_BYTES - len(self.kept)]
+        self.position += len(data)
+        return data
+
+
+def _parts(name: str) -> list[str]:
+    return [p for p in name.split("/") if p not in ("", ".")]
+
+
+def _refused(label: str, member: str, why: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"--llvm-archive {label}: member {member!r} is {why}; refused before anything is unpacked",
+        fix="pass Triton's own archive (an LLVM install tree holds none of these), downloaded again",
+    )
+
+
+def _check_member(member: tarfile.TarInfo, label: str) -> None:
+    """Refuse a member that would land outside the archive's folder when unpacked, or is no file at all."""
+    why = None
+    if member.name.startswith("/"):
+        why = "an absolute path"
+    elif ".." in member.name.split("/"):
+        why = "a path with '..'"
+    elif member.ischr() or member.isblk():
+        why = "a device file"
+    elif member.isfifo():
+        why = "a FIFO"
+    elif not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+        why = f"of tar type {member.type!r}, not a file, folder or link"
+    elif member.issym() and member.linkname.startswith("/"):
+        why = f"a symlink to the absolute path {member.linkname}"
+    elif member.islnk() and (member.linkname.startswith("/") or ".." in member.linkname.split("/")):
+        why = f"a hard link to {member.linkname}, outside the archive's folder"
+    if why is not None:
+        raise _refused(label, member.name, why)
+
+
+@dataclass(frozen=True)
+class _Links:
+    """The archive's symlinks and hard links (normalised names), to check where they lead."""
+
+    symlinks: Mapping[str, str]
+    hardlinks: Mapping[str, str]
+
+    def escaping(self, top: str) -> tuple[str, str] | None:
+        """A link (its name and what it is) whose target leaves the folder ``top``, or None."""
+        for name, target in sorted(self.symlinks.items()):
+            if self._leaves([*name.split("/")[:-1], *target.split("/")], top, follow_last=True):
+                return name, f"a symlink to {target}, which does not resolve inside {top}/"
+        for name, target in sorted(self.hardlinks.items()):
+            if self._leaves(_parts(target), top, follow_last=False):
+                return name, f"a hard link to {target}, outside {top}/"
+        return None
+
+    def _leaves(self, parts: Sequence[str], top: str, *, follow_last: bool) -> bool:
+        """Whether the path ``parts`` (from the archive's root), resolved through the archive's symlinks,
+        leaves ``top`` (a loop of symlinks counts as leaving)."""
+        here: list[str] = []
+        pending = list(parts)
+        hops = 0
+        while pending:
+            part = pending.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if len(here) <= 1:
+                    return True
+                here.pop()
+                continue
+            here.append(part)
+            if here[0] != top:
+                return True
+            target = self.symlinks.get("/".join(here))
+            if target is not None and (pending or follow_last):
+                hops += 1
+                if hops > MAX_HOPS or target.startswith("/"):
+                    return True
+                here.pop()
+                pending = [*target.split("/"), *pending]
+        return False
 
 
 def _is_glibc(version: str) -> bool:
@@ -108,7 +259,7 @@ def _is_glibc(version: str) -> bool:
 
 
 def _checked(
-    path: Path, tops: set[str], tool_machine: int | None, needs: Sequence[tuple[str, str]]
+    path: str, tops: set[str], links: _Links, tool_machine: int | None, needs: Sequence[tuple[str, str]]
 ) -> Inspection:
     if len(tops) != 1 or TOP_FOLDER.fullmatch(next(iter(tops))) is None:
         found = ", ".join(sorted(tops)[:3]) + (", ..." if len(tops) > 3 else "") or "nothing"
@@ -117,6 +268,9 @@ def _checked(
             fix="pass Triton's LLVM archive for linux-aarch64 (upstream's guide §1.3)",
         )
     (top,) = tops
+    escaping = links.escaping(top)
+    if escaping is not None:
+        raise _refused(path, *escaping)
     if tool_machine is None:
         raise ConfigurationError(
             f"--llvm-archive {path} has no {top}/{REQUIRED_TOOL}: not an LLVM + MLIR install tree",

@@ -16,7 +16,7 @@ from flagtree_feedstock.recipe.render import RenderedOutput
 from flagtree_feedstock.recipe.variants import recipe_keys
 
 from .cache import cache_dir, file_sha256, spool
-from .fetch import download, pack_folder
+from .fetch import DEFAULT_MAX_SIZE, download, pack_folder, parse_size
 from .inspection import TOP_EXAMPLE, Inspection, inspect_cached
 
 LOGGER = logging.getLogger(__name__)
@@ -66,18 +66,21 @@ def from_options(
     env: Mapping[str, str],
     fetch: bool,
     recipe_dir: Path | None = None,
+    max_size: str | None = None,
 ) -> LlvmArchive | None:
     """The archive ``--llvm-archive VALUE [--llvm-archive-sha256 SHA256]`` names, checked; None without one.
 
     ``fetch``: download a URL (a build); ``--render-only`` shows it unchecked. ``recipe_dir``: the recipes
     that must read the archive's variant keys (checked first, before anything is read or fetched).
+    ``max_size``: ``--llvm-archive-max-size``, the most a download may take.
     """
     if not value:
-        if sha256:
-            raise ConfigurationError(
-                "--llvm-archive-sha256 works only with --llvm-archive",
-                fix="add --llvm-archive PATH|URL, or drop --llvm-archive-sha256",
-            )
+        for option, given in (("--llvm-archive-sha256", sha256), ("--llvm-archive-max-size", max_size)):
+            if given:
+                raise ConfigurationError(
+                    f"{option} works only with --llvm-archive",
+                    fix=f"add --llvm-archive PATH|URL, or drop {option}",
+                )
         return None
     if recipe_dir is not None and not set(VARIANT_KEYS) <= recipe_keys(recipe_dir).used:
         raise ConfigurationError(
@@ -86,6 +89,7 @@ def from_options(
             fix="build the feedstock's recipe/ (--recipe-dir), or drop --llvm-archive",
         )
     expected = _parse_sha256(sha256) if sha256 else None
+    limit = parse_size(max_size) if max_size else DEFAULT_MAX_SIZE
     cache = cache_dir(env)
     if value.startswith(_URL_SCHEMES):
         if expected is None:
@@ -95,7 +99,7 @@ def from_options(
             )
         if not fetch:
             return LlvmArchive(origin=value, url=value, sha256=expected, inspection=None)
-        path = download(value, expected, cache)
+        path = download(value, expected, cache, max_size=limit)
     else:
         path = Path(urllib.parse.unquote(value.removeprefix("file://"))).expanduser()
         if not path.exists():
@@ -116,7 +120,7 @@ def from_options(
         origin=value,
         url=path.resolve().as_uri(),
         sha256=digest,
-        inspection=inspect_cached(path, digest, cache),
+        inspection=inspect_cached(path, digest, cache, label=value),
     )
     LOGGER.info("flagtree-llvm: from Triton's LLVM archive %s (sha256 %s)", value, digest)
     return archive

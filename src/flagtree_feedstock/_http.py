@@ -1,0 +1,433 @@
+"""The one HTTP client of the toolkit: the upload server's lookups and uploads, the LLVM archive's download.
+
+The standard library's ``http.client``, one connection per request, with the rules every request follows:
+
+- A credential (the ``Authorization`` header's value) belongs to one origin (scheme, host, port) and is sent
+  there only, and only over https or to a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``, named as
+  such in the URL: a name is never resolved to decide it).
+- A redirect is followed only by a GET or HEAD, only within the origin, at most :data:`MAX_REDIRECTS` times;
+  one to another origin (another host, port or scheme: https down to http too) is an error naming both. A
+  3xx answer to any other method (an upload) is an error: it is never followed, and never a success.
+- Every request has a connect timeout and a read timeout (each wait on the server: for the connection and
+  the TLS handshake; then for each send the server does not take and each read it does not answer).
+- Every failure is an :class:`HttpError`: one line that names the server's origin and, where it helps, what
+  to do. It is made of the origin, numbers and the standard library's words only, never of a header, the
+  server's status text or its body, so the token cannot be in it (and is masked, should a proxy echo it).
+- ``http_proxy``/``https_proxy``/``no_proxy`` are honoured as urllib reads them (an https request tunnels
+  through the proxy with CONNECT), except for a loopback host, which is always reached directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import ipaddress
+import json
+import socket
+import ssl
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote, unquote, urljoin, urlsplit
+
+MAX_REDIRECTS = 5
+CHUNK = 1 << 20
+USER_AGENT = "flagtree-feedstock"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# The most a JSON answer may hold: a channel's repodata.json for one subdir is far smaller.
+MAX_ANSWER_BYTES = 256 << 20
+
+Phase = Literal["connect", "send", "answer"]
+# A request body: byte strings and files, sent in this order.
+Body = Sequence[bytes | Path]
+
+
+class HttpError(Exception):
+    """A request failed: one line naming the server, never a credential, and a fix."""
+
+    def __init__(self, message: str, *, fix: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.timed_out = timed_out  # the server did not connect, take or answer within a timeout
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a URL points: scheme, host and port; two URLs of one origin may share a credential."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @classmethod
+    def of(cls, url: str) -> Origin:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if scheme not in DEFAULT_PORTS or not parts.hostname or port == -1:
+            raise HttpError(
+                f"{url.split('?', 1)[0]!r} is not an http:// or https:// URL with a host",
+                fix="give a URL such as https://host/path",
+            )
+        return cls(scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme])
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = "" if self.port == DEFAULT_PORTS[self.scheme] else f":{self.port}"
+        return f"{self.scheme}://{host}{port}"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds: to connect (TCP and TLS), and each wait on the server after that."""
+
+    connect: float
+    read: float
+
+
+@dataclass(frozen=True, repr=False)
+class Credential:
+    """An ``Authorization`` header's value and the one origin it may be sent to."""
+
+    origin: Origin
+    authorization: str
+    secret: str  # the token itself, masked wherever a message could carry it
+
+    def __repr__(self) -> str:
+        return f"Credential(origin={self.origin}, authorization=***)"
+
+
+def unencrypted(origin: Origin) -> bool:
+    """Whether a credential sent to ``origin`` would cross the network unencrypted (plain http, not loopback)."""
+    return origin.scheme == "http" and not origin.loopback
+
+
+def redact(text: str, secret: str) -> str:
+    """``text`` with ``secret`` replaced, in each form a server may echo it in: as sent, JSON-escaped (also
+    with ``\\/``), URL-quoted. Only the secret: a blank one (never read as a token) changes nothing."""
+    escaped = json.dumps(secret)[1:-1]
+    for form in sorted(
+        {secret, escaped, escaped.replace("/", "\\/"), quote(secret, safe="")}, key=len, reverse=True
+    ):
+        if form.strip():
+            text = text.replace(form, "***")
+    return text
+
+
+def status_text(status: int) -> str:
+    """``HTTP 401 Unauthorized``: the standard phrase, never the server's own (which may echo a header)."""
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+@dataclass
+class Answer:
+    """A response whose body is read on demand (:meth:`chunks`, :meth:`read_all`)."""
+
+    status: int
+    headers: http.client.HTTPMessage
+    _response: http.client.HTTPResponse
+    _origin: Origin
+    _timeouts: Timeouts
+
+    @property
+    def length(self) -> int | None:
+        """The body's length the server announced, or None."""
+        value = self.headers.get("Content-Length", "")
+        return int(value) if value.strip().isdigit() else None
+
+    def chunks(self, size: int = CHUNK) -> Iterator[bytes]:
+        """The body, chunk by chunk; a short read or a reset is an :class:`HttpError`."""
+        received = 0
+        while True:
+            try:
+                chunk = self._response.read(size)
+            except http.client.IncompleteRead as exc:
+                raise self._short(received + len(exc.partial)) from None
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise _failure(exc, self._origin, "answer", self._timeouts) from None
+            if not chunk:
+                if self.length is not None and received < self.length:  # http.client ends such a body quietly
+                    raise self._short(received)
+                return
+            received += len(chunk)
+            yield chunk
+
+    def _short(self, received: int) -> HttpError:
+        announced = f" of the {self.length} it announced" if self.length is not None else ""
+        return HttpError(
+            f"{self._origin}'s answer broke off after {received} bytes{announced} (a short read)",
+            fix="retry; if it persists, the server or a proxy on the way is failing",
+        )
+
+    def read_all(self, limit: int = MAX_ANSWER_BYTES) -> bytes:
+        """The whole body, at most ``limit`` bytes."""
+        data = bytearray()
+        for chunk in self.chunks():
+            data += chunk
+            if len(data) > limit:
+                raise HttpError(
+                    f"{self._origin} answered with more than {limit} bytes where a short answer was expected",
+                    fix="check the URL",
+                )
+        return bytes(data)
+
+
+@contextmanager
+def open_request(
+    method: str,
+    url: str,
+    *,
+    timeouts: Timeouts,
+    credential: Credential | None = None,
+    headers: Mapping[str, str] | None = None,
+    body: Body = (),
+) -> Iterator[Answer]:
+    """Send one request (following the redirects a GET or HEAD may follow) and yield its answer.
+
+    Every answer that is not a redirect is yielded, whatever its status: the caller decides what a 404 or
+    a 500 means. The connection is closed when the block ends.
+    """
+    try:
+        with _request(
+            method=method,
+            url=url,
+            timeouts=timeouts,
+            credential=credential,
+            headers=headers or {},
+            body=body,
+        ) as answer:
+            yield answer
+    except HttpError as exc:
+        if credential is not None and redact(exc.message, credential.secret) != exc.message:
+            raise HttpError(
+                redact(exc.message, credential.secret), fix=exc.fix, timed_out=exc.timed_out
+            ) from None
+        raise
+
+
+@contextmanager
+def _request(
+    *,
+    method: str,
+    url: str,
+    timeouts: Timeouts,
+    credential: Credential | None,
+    headers: Mapping[str, str],
+    body: Body,
+) -> Iterator[Answer]:
+    start = Origin.of(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        origin = Origin.of(url)
+        if credential is not None and (origin != credential.origin or unencrypted(origin)):
+            why = "plain http to another machine" if unencrypted(origin) else f"it is {credential.origin}'s"
+            raise HttpError(f"not sending the token to {origin}: {why}", fix="check the URL")
+        sent = dict(headers)
+        if credential is not None:
+            sent["Authorization"] = credential.authorization
+        connection = _send(method=method, url=url, origin=origin, timeouts=timeouts, headers=sent, body=body)
+        try:
+            try:
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise _failure(exc, origin, "answer", timeouts) from None
+            if 300 <= response.status < 400 and response.status != HTTPStatus.NOT_MODIFIED:
+                url = _redirect_target(method, url, origin, response)
+                continue
+            yield Answer(response.status, response.headers, response, origin, timeouts)
+            return
+        finally:
+            connection.close()
+    raise HttpError(
+        f"{start} redirected more than {MAX_REDIRECTS} times", fix="check the URL; the server loops"
+    )
+
+
+def _redirect_target(method: str, url: str, origin: Origin, response: http.client.HTTPResponse) -> str:
+    """Where a redirect of ``url`` may be followed to, within ``origin``; anything else is an error."""
+    location = response.headers.get("Location")
+    if method not in ("GET", "HEAD"):
+        raise HttpError(
+            f"{origin} answered {method} {urlsplit(url).path} with {status_text(response.status)}, a "
+            "redirect, which is not followed for an upload",
+            fix="check the URL: it must name the server's upload API itself",
+        )
+    if not location:
+        raise HttpError(
+            f"{origin} answered {status_text(response.status)} without saying where to",
+            fix="check the URL",
+        )
+    target = urljoin(url, location.strip())
+    try:
+        destination = Origin.of(target)
+    except HttpError:
+        raise HttpError(
+            f"{origin} redirected to something that is not an http(s) URL", fix="check the URL"
+        ) from None
+    if destination != origin:
+        raise HttpError(
+            f"{origin} redirected to another origin, {destination}: not followed",
+            fix=f"if {destination} is the server you mean, give its URL yourself",
+        )
+    return target
+
+
+def _send(
+    *, method: str, url: str, origin: Origin, timeouts: Timeouts, headers: Mapping[str, str], body: Body
+) -> http.client.HTTPConnection:
+    """A connection with the request sent (headers and body); the answer is not read yet."""
+    connection, target, extra = _connection(url, origin, timeouts)
+    try:
+        try:
+            connection.connect()
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise _failure(exc, origin, "connect", timeouts) from None
+        assert connection.sock is not None
+        connection.sock.settimeout(timeouts.read)
+        length = sum(part.stat().st_size if isinstance(part, Path) else len(part) for part in body)
+        try:
+            connection.putrequest(method, target, skip_accept_encoding=True)
+            for name, value in {"User-Agent": USER_AGENT, **extra, **headers}.items():
+                connection.putheader(name, value)
+            if body or method in ("POST", "PUT", "PATCH"):
+                connection.putheader("Content-Length", str(length))
+            connection.endheaders()
+            for part in body:
+                if isinstance(part, Path):
+                    with part.open("rb") as source:
+                        while chunk := source.read(CHUNK):
+                            connection.send(chunk)
+                else:
+                    connection.send(part)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server stopped reading, perhaps to answer (a 401, a 413): the answer tells
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise _failure(exc, origin, "send", timeouts) from None
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _connection(
+    url: str, origin: Origin, timeouts: Timeouts
+) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
+    """An unconnected connection to ``origin`` (or its proxy), the request target, and proxy headers."""
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy, proxy_headers = _proxy(origin)
+    if origin.scheme == "https":
+        context = ssl.create_default_context()
+        if proxy is None:
+            return (
+                http.client.HTTPSConnection(
+                    origin.host, origin.port, timeout=timeouts.connect, context=context
+                ),
+                path,
+                {},
+            )
+        connection = http.client.HTTPSConnection(
+            proxy.host, proxy.port, timeout=timeouts.connect, context=context
+        )
+        connection.set_tunnel(origin.host, origin.port, headers=proxy_headers)
+        return connection, path, {}
+    if proxy is None:
+        return http.client.HTTPConnection(origin.host, origin.port, timeout=timeouts.connect), path, {}
+    absolute = f"{origin}{path}"
+    return (
+        http.client.HTTPConnection(proxy.host, proxy.port, timeout=timeouts.connect),
+        absolute,
+        proxy_headers,
+    )
+
+
+def _proxy(origin: Origin) -> tuple[Origin | None, dict[str, str]]:
+    """The proxy the environment names for ``origin`` (never for loopback), and its authorization header."""
+    if origin.loopback:
+        return None, {}
+    url = urllib.request.getproxies().get(origin.scheme)
+    if not url or urllib.request.proxy_bypass(origin.host):
+        return None, {}
+    url = url if "://" in url else f"http://{url}"
+    proxy = Origin.of(url)
+    if proxy.scheme != "http":
+        raise HttpError(
+            f"the {origin.scheme}_proxy variable names {proxy}: only an http:// proxy is supported",
+            fix=f"set {origin.scheme}_proxy to the proxy's http:// URL",
+        )
+    parts = urlsplit(url)
+    if parts.username is None:
+        return proxy, {}
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return proxy, {"Proxy-Authorization": f"Basic {base64.b64encode(pair).decode()}"}
+
+
+_RETRY = "retry later; if it persists, check the URL and the server"
+# What an exception raised talking to a server means, the first class that matches; {origin}, {host} and
+# {detail} (the TLS library's or the system's reason, never the server's words) are filled in.
+_MEANINGS: tuple[tuple[type[BaseException], str, str], ...] = (
+    (
+        ssl.SSLCertVerificationError,
+        "{origin}'s TLS certificate is not trusted ({detail})",
+        "check the URL; a server with a private CA needs that CA in SSL_CERT_FILE",
+    ),
+    (ssl.SSLError, "TLS with {origin} failed ({detail})", _RETRY),
+    (http.client.RemoteDisconnected, "{origin} closed the connection without an answer", _RETRY),
+    (http.client.BadStatusLine, "{origin} answered with a malformed status line: not an HTTP server", _RETRY),
+    (http.client.LineTooLong, "{origin} answered with an overlong header or status line", _RETRY),
+    (http.client.HTTPException, "{origin} answered in a malformed way ({detail})", _RETRY),
+    (ValueError, "{origin} answered in a malformed way ({detail})", _RETRY),
+    (ConnectionRefusedError, "{origin} refused the connection", "check the URL; is the server up?"),
+    (ConnectionResetError, "{origin} reset the connection", _RETRY),
+    (
+        socket.gaierror,
+        "{host} could not be resolved ({detail})",
+        "check the URL, the network and the http(s)_proxy variables",
+    ),
+    (OSError, "talking to {origin} failed ({detail})", _RETRY),
+)
+
+
+def _failure(exc: BaseException, origin: Origin, phase: Phase, timeouts: Timeouts) -> HttpError:
+    """``exc`` (raised talking to ``origin``) as one line; no text of the server's goes into it."""
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        if phase == "connect":
+            message = f"{origin} did not accept a connection within {timeouts.connect:g} s"
+        else:
+            what = "took no more of the request" if phase == "send" else "did not answer"
+            message = f"{origin} {what} for {timeouts.read:g} s: gave up"
+        return HttpError(message, fix=_RETRY, timed_out=True)
+    if isinstance(exc, ssl.SSLError):
+        detail = getattr(exc, "verify_message", None) or exc.reason
+    elif isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        # a proxy's refusal of the tunnel is an OSError with its status line (the proxy never sees the token)
+        detail = exc.strerror or (str(exc).splitlines() or [""])[0]
+    else:
+        detail = None
+    for kind, words, fix in _MEANINGS:
+        if isinstance(exc, kind):
+            text = words.format(origin=origin, host=origin.host, detail=detail or type(exc).__name__)
+            return HttpError(text, fix=fix)
+    return HttpError(f"talking to {origin} failed ({type(exc).__name__})", fix=_RETRY)

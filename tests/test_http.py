@@ -1,0 +1,154 @@
+"""The toolkit's HTTP client (_http.py) on its own: origins, and the guard that keeps a credential home.
+
+The commands' behaviour against real servers is tested where they are used (test_upload.py,
+test_llvm_archive_download.py); here, what no command reaches today but any new caller would: a request
+given a credential for another origin, or for plain http to another machine, is refused before a connection.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, open_request, redact
+
+TIMEOUTS = Timeouts(connect=5, read=5)
+
+
+@pytest.mark.parametrize(
+    ("url", "origin", "loopback"),
+    [
+        ("https://prefix.dev/api/v1/upload/x", "https://prefix.dev", False),
+        ("HTTPS://Prefix.Dev:443/", "https://prefix.dev", False),
+        ("http://127.0.0.1:8080/x?y=1", "http://127.0.0.1:8080", True),
+        ("http://127.1.2.3/", "http://127.1.2.3", True),
+        ("http://localhost:9/", "http://localhost:9", True),
+        ("http://[::1]:8000/", "http://[::1]:8000", True),
+        ("http://192.0.2.7/", "http://192.0.2.7", False),
+        ("http://localhost.example.org/", "http://localhost.example.org", False),
+    ],
+)
+def test_an_origin_is_scheme_host_and_port(url: str, origin: str, loopback: bool) -> None:
+    assert str(Origin.of(url)) == origin
+    assert Origin.of(url).loopback is loopback
+
+
+@pytest.mark.parametrize("url", ["ftp://example.org/x", "file:///x", "https:///x", "http://host:port/"])
+def test_what_is_not_an_http_url_is_refused(url: str) -> None:
+    with pytest.raises(HttpError, match="is not an http:// or https:// URL with a host"):
+        Origin.of(url)
+
+
+@pytest.fixture
+def listener() -> socket.socket:
+    """A loopback socket that records whether anything connected (nothing ever accepts)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def _connected(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("credential_for", "expected"),
+    [
+        (
+            "https://prefix.dev",
+            "not sending the token to http://127.0.0.1:{port}: it is https://prefix.dev's",
+        ),
+        (
+            "http://127.0.0.1:1",
+            "not sending the token to http://127.0.0.1:{port}: it is http://127.0.0.1:1's",
+        ),
+    ],
+)
+def test_a_credential_goes_to_its_own_origin_only(credential_for: str, expected: str, listener) -> None:
+    port = listener.getsockname()[1]
+    credential = Credential(origin=Origin.of(credential_for), authorization="Bearer s3cret", secret="s3cret")
+    with (
+        pytest.raises(HttpError) as raised,
+        open_request("GET", f"http://127.0.0.1:{port}/x", timeouts=TIMEOUTS, credential=credential),
+    ):
+        pass
+    assert raised.value.message == expected.format(port=port)
+    assert not _connected(listener)
+
+
+def test_a_credential_never_goes_over_plain_http_to_another_machine() -> None:
+    """192.0.2.0/24 is TEST-NET-1: nothing answers there, and nothing is tried."""
+    origin = Origin.of("http://192.0.2.7:8080")
+    credential = Credential(origin=origin, authorization="token s3cret", secret="s3cret")
+    with (
+        pytest.raises(HttpError) as raised,
+        open_request("GET", "http://192.0.2.7:8080/x", timeouts=TIMEOUTS, credential=credential),
+    ):
+        pass
+    assert (
+        raised.value.message
+        == "not sending the token to http://192.0.2.7:8080: plain http to another machine"
+    )
+    assert not raised.value.timed_out  # refused, not tried
+
+
+def test_a_credential_s_repr_hides_the_token() -> None:
+    credential = Credential(
+        origin=Origin.of("https://prefix.dev"), authorization="Bearer s3cret", secret="s3cret"
+    )
+    assert "s3cret" not in repr(credential)
+
+
+def test_redaction_masks_each_form_a_server_may_echo() -> None:
+    odd = 'pfx_ab/cd+ef"gh'
+    assert redact(f"a {odd} b pfx_ab%2Fcd%2Bef%22gh c", odd) == "a *** b *** c"
+    assert redact("a b c", " ") == "a b c"
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        if self.path != "/nowhere":
+            self.send_header("Location", f"{self.path}x")  # always one more hop, on this server
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+@pytest.fixture
+def redirecting(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/loop", "{url} redirected more than 5 times"),
+        ("/nowhere", "{url} answered HTTP 302 Found without saying where to"),
+    ],
+)
+def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, redirecting: str) -> None:
+    with (
+        pytest.raises(HttpError) as raised,
+        open_request("GET", f"{redirecting}{path}", timeouts=TIMEOUTS),
+    ):
+        pass
+    assert raised.value.message == expected.format(url=redirecting)

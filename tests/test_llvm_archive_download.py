@@ -1,0 +1,242 @@
+"""`build --llvm-archive URL`: the download goes through the toolkit's HTTP client, capped, and leaves nothing.
+
+A loopback server (two: 127.0.0.2 is another origin) serves a stand-in archive whole, chunked without a
+length, cut short, trickled, or redirects; the download is refused past --llvm-archive-max-size, and a failure,
+a Ctrl-C (the real console script, a real SIGINT) or a SIGKILL (cleared by the next download) leaves no
+partial file in the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from flagtree_feedstock import llvm_archive
+from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
+from flagtree_feedstock.llvm_archive.fetch import parse_size
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
+ARCHIVE = os.urandom(3 << 20)  # 3 MiB: what is served (no archive is inspected in this module's failures)
+SHA256 = hashlib.sha256(ARCHIVE).hexdigest()
+
+Serve = Callable[[str], str]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    other = ""  # the other origin's URL, for the redirect
+
+    def do_GET(self) -> None:
+        route = self.path.strip("/")
+        if route == "archive.tar.gz":
+            self._head(200, {"Content-Length": str(len(ARCHIVE))})
+            self.wfile.write(ARCHIVE)
+        elif route == "chunked.tar.gz":  # no length announced: the cap is found while reading
+            self._head(200, {"Transfer-Encoding": "chunked"})
+            for start in range(0, len(ARCHIVE), 1 << 16):
+                chunk = ARCHIVE[start : start + (1 << 16)]
+                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        elif route == "short.tar.gz":
+            self._head(200, {"Content-Length": str(len(ARCHIVE) + 1000)})
+            self.wfile.write(ARCHIVE)
+            self.close_connection = True
+        elif route == "slow.tar.gz":  # a trickle, until the client goes
+            self._head(200, {"Content-Length": str(len(ARCHIVE))})
+            for start in range(0, len(ARCHIVE), 1 << 14):
+                try:
+                    self.wfile.write(ARCHIVE[start : start + (1 << 14)])
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(0.2)
+        elif route == "elsewhere":
+            self._head(302, {"Location": f"{self.other}/archive.tar.gz", "Content-Length": "0"})
+        elif route == "moved":
+            self._head(302, {"Location": "/archive.tar.gz", "Content-Length": "0"})
+        else:
+            self._head(404, {"Content-Length": "0"})
+
+    def _head(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+@pytest.fixture
+def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Serve]:
+    """``serve(host)``: a server on that loopback address, its URL; /elsewhere redirects to the one on 127.0.0.2."""
+    servers: list[ThreadingHTTPServer] = []
+    monkeypatch.setenv("no_proxy", "127.0.0.1,127.0.0.2")
+
+    def start(host: str) -> str:
+        server = ThreadingHTTPServer((host, 0), _Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        url = f"http://{host}:{server.server_address[1]}"
+        if host == "127.0.0.2":
+            _Handler.other = url
+        return url
+
+    yield start
+    _Handler.other = ""
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+def _download(url: str, env: dict[str, str], max_size: str | None = None) -> Path:
+    return llvm_archive.fetch.download(
+        url, SHA256, llvm_archive.cache_dir(env), **({"max_size": parse_size(max_size)} if max_size else {})
+    )
+
+
+def _left(env: dict[str, str]) -> list[str]:
+    folder = llvm_archive.cache_dir(env)
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_a_download_within_the_cap_is_kept(serve: Serve, env: dict[str, str]) -> None:
+    url = serve("127.0.0.1")
+    cached = _download(f"{url}/chunked.tar.gz", env, "3M")
+    assert cached.read_bytes() == ARCHIVE
+    assert _left(env) == [cached.name]
+
+
+@pytest.mark.parametrize("route", ["archive.tar.gz", "chunked.tar.gz"], ids=["announced", "not-announced"])
+def test_a_download_larger_than_the_cap_is_refused_and_leaves_nothing(
+    route: str, serve: Serve, env: dict[str, str]
+) -> None:
+    url = f"{serve('127.0.0.1')}/{route}"
+    with pytest.raises(SourceFetchError) as raised:
+        _download(url, env, "1M")
+    assert raised.value.message == (
+        f"--llvm-archive {url} is larger than 1.0 MiB (--llvm-archive-max-size): not downloaded further, "
+        "nothing kept"
+    )
+    assert raised.value.fix == "check the URL; if that file is right, raise --llvm-archive-max-size"
+    assert _left(env) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [("4G", 4 << 30), ("1500M", 1500 << 20), ("500MiB", 500 << 20), ("1.5g", 3 << 29), ("123456", 123456)],
+)
+def test_the_cap_is_read_in_bytes_or_binary_units(value: str, size: int) -> None:
+    assert parse_size(value) == size
+
+
+@pytest.mark.parametrize("value", ["", "lots", "0", "-1G", "4X"])
+def test_a_cap_that_is_not_a_size_is_refused(value: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"--llvm-archive-max-size {value!r} is not a size"):
+        parse_size(value)
+
+
+def test_the_cap_alone_is_refused(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError, match="--llvm-archive-max-size works only with --llvm-archive"):
+        llvm_archive.from_options(None, None, env=env, fetch=True, max_size="4G")
+
+
+def test_a_redirect_to_another_origin_is_an_error_naming_both(serve: Serve, env: dict[str, str]) -> None:
+    url = serve("127.0.0.1")
+    other = serve("127.0.0.2")
+    with pytest.raises(SourceFetchError) as raised:
+        _download(f"{url}/elsewhere", env)
+    assert raised.value.message == (
+        f"--llvm-archive {url}/elsewhere could not be downloaded: {url} redirected to another origin, {other}: "
+        "not followed"
+    )
+    assert raised.value.fix.startswith(f"if {other} is the server you mean, give its URL yourself")
+    assert _left(env) == []
+
+
+def test_a_redirect_within_the_server_is_followed(serve: Serve, env: dict[str, str]) -> None:
+    assert _download(f"{serve('127.0.0.1')}/moved", env).read_bytes() == ARCHIVE
+
+
+@pytest.mark.parametrize(
+    ("route", "reason"),
+    [
+        (
+            "short.tar.gz",
+            "{url}'s answer broke off after 3145728 bytes of the 3146728 it announced (a short read)",
+        ),
+        ("missing.tar.gz", "the server answered HTTP 404 Not Found"),
+    ],
+    ids=["short-read", "not-found"],
+)
+def test_a_failed_download_is_one_line_and_leaves_nothing(
+    route: str, reason: str, serve: Serve, env: dict[str, str]
+) -> None:
+    url = serve("127.0.0.1")
+    with pytest.raises(SourceFetchError) as raised:
+        _download(f"{url}/{route}", env)
+    assert raised.value.message == (
+        f"--llvm-archive {url}/{route} could not be downloaded: {reason.format(url=url)}"
+    )
+    assert _left(env) == []
+
+
+def _downloading(url: str, env: dict[str, str], tmp_path: Path) -> subprocess.Popen[str]:
+    """The real console script building from ``url``, once its partial download is in the cache."""
+    argv = [str(CONSOLE_SCRIPT), "build", "--output-dir", str(tmp_path / "out")]
+    process = subprocess.Popen(
+        [*argv, "--llvm-archive", url, "--llvm-archive-sha256", SHA256],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not [n for n in _left(env) if n.startswith(".incoming-")]:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the download did not start"
+        time.sleep(0.05)
+    return process
+
+
+def test_an_interrupted_download_leaves_no_partial_file(
+    serve: Serve, env: dict[str, str], tmp_path: Path
+) -> None:
+    process = _downloading(f"{serve('127.0.0.1')}/slow.tar.gz", env, tmp_path)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert err.splitlines()[-1] == "flagtree-feedstock: interrupted"
+    assert _left(env) == []
+
+
+def test_a_killed_download_s_partial_file_is_removed_by_the_next_download(
+    serve: Serve, env: dict[str, str], tmp_path: Path
+) -> None:
+    """SIGKILL cannot be handled: the file it leaves names its process, gone, and the next download removes it."""
+    url = serve("127.0.0.1")
+    process = _downloading(f"{url}/slow.tar.gz", env, tmp_path)
+    process.kill()
+    process.communicate(timeout=60)
+    (abandoned,) = [n for n in _left(env) if n.startswith(".incoming-")]
+    assert abandoned.startswith(f".incoming-{process.pid}-")
+    cached = _download(f"{url}/archive.tar.gz", env)
+    assert _left(env) == [cached.name]
