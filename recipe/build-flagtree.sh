@@ -155,6 +155,23 @@ if [[ "${TRITON_BUILD_WITH_CCACHE}" == ON ]]; then
   ccache --show-stats | tee "${CCACHE_DIR}/flagtree-cpu-build-stats.txt"
 fi
 
+# What each exported function of the baseline runtime (patch 0010) needs, read from its instructions with the
+# toolchain's objdump and checked against its assembler (runtime_manifest.py), written beside it: the CPU
+# check refuses, naming the op and the missing feature, a call this CPU cannot run. The -march is recorded as
+# patch 0010 sets it.
+baseline_runtime="${SP_DIR}/triton/_C/baseline/libTritonCPURuntime.so"
+[[ -f "${baseline_runtime}" ]] || die "the baseline runtime ${baseline_runtime} was not built (patch 0010)"
+baseline_march="$(sed -nE 's/^ *set\(FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS -march=([^ )]+)\)$/\1/p' \
+  "${SRC_DIR}/CMakeLists.txt")"
+[[ -n "${baseline_march}" ]] || die "CMakeLists.txt sets no FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS (patch 0010)"
+manifest_args=(
+  "${baseline_runtime}"
+  --objdump "${OBJDUMP:-${HOST:-aarch64-conda-linux-gnu}-objdump}"
+  --as "${AS:-${HOST:-aarch64-conda-linux-gnu}-as}"
+  --march "${baseline_march}"
+)
+"${PYTHON}" "${RECIPE_DIR}/runtime_manifest.py" "${manifest_args[@]}"
+
 # Activation scripts for the JIT's variables (FLAGTREE_BACKEND, TRITON_SYS_PATH, CC); named after the package.
 for kind in activate deactivate; do
   mkdir -p "${PREFIX}/etc/conda/${kind}.d"
@@ -164,7 +181,7 @@ for kind in activate deactivate; do
 done
 
 # What the package must hold; the sleef install step left nothing in the prefix.
-for lib in libtriton.so libTritonCPURuntime.so libsleef.so; do
+for lib in libtriton.so libTritonCPURuntime.so libsleef.so baseline/libTritonCPURuntime.isa.json; do
   [[ -e "${SP_DIR}/triton/_C/${lib}" ]] || die "${lib} is missing from ${SP_DIR}/triton/_C"
 done
 [[ ! -e "${PREFIX}/include/sleef.h" ]] || die "sleef installed its headers into PREFIX"

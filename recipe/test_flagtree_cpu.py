@@ -10,11 +10,12 @@ from pathlib import Path
 
 # The builder methods tle_arm64 adds and the libraries triton/_C must hold, as flagtree-doctor (a run
 # dependency of flagtree-cpu) records them once for the doctor, flagtree-verify and this test.
-from flagtree_doctor.target import BUILDER_METHODS, RUNTIME_LIBRARIES
+from flagtree_doctor.manifest import read_manifest
+from flagtree_doctor.target import BASELINE_FILES, BASELINE_RUNTIME, BUILDER_METHODS, RUNTIME_LIBRARIES
 
 EXPECTED_BUILDER_METHODS = frozenset(BUILDER_METHODS)
-# Glob patterns: libsleef.so may carry its soname version.
-EXPECTED_LIBRARIES = tuple(f"{name}*" for name in RUNTIME_LIBRARIES)
+# Glob patterns: libsleef.so may carry its soname version; the baseline runtime and its manifest.
+EXPECTED_LIBRARIES = (*(f"{name}*" for name in RUNTIME_LIBRARIES), *BASELINE_FILES)
 
 
 def check() -> list[str]:
@@ -39,10 +40,20 @@ def check() -> list[str]:
         from triton.language.extra.cpu import tle_ops  # noqa: F401, PLC0415
     except ImportError as exc:
         errors.append(f"triton.language.extra.cpu.tle_ops does not import: {exc}")
-    # Patch 0009: the CPU driver checks the CPU before it loads the runtime or a kernel.
+    # Patch 0009: the CPU driver checks the CPU, and each kernel, before it loads the runtime or a kernel.
     driver = Path(triton.__file__).parent / "backends" / "cpu" / "driver.py"
-    if "require_supported_cpu()" not in driver.read_text():
-        errors.append(f"{driver} does not call flagtree_doctor's require_supported_cpu() (patch 0009)")
+    if "check_kernel(name, kernel, " not in driver.read_text():
+        errors.append(f"{driver} does not call flagtree_doctor's check_kernel() (patch 0009)")
+    # The baseline runtime's manifest (build-flagtree.sh) reads, and names the functions the kernels call.
+    manifest_path = c_dir / str(BASELINE_RUNTIME.manifest)
+    if manifest_path.exists():
+        try:
+            functions = read_manifest(manifest_path).functions
+        except RuntimeError as exc:
+            errors.append(str(exc))
+        else:
+            if "fused_mlp_bf16" not in functions:
+                errors.append(f"{manifest_path} does not list fused_mlp_bf16: {sorted(functions)}")
     # Symlinks left in the package must resolve inside it, not into the build's work folder.
     root = Path(triton.__file__).parent
     for path in root.rglob("*"):

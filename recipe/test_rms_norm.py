@@ -1,15 +1,19 @@
 """End-to-end flagtree-cpu test, run by both recipes: a tle_ops.rms_norm kernel against a torch reference.
 
-Compiling and running a kernel needs what upstream compiles for (armv9-a with SVE2 and i8mm, 128-bit SVE
-vectors). Elsewhere the test prints why it is skipped and exits 0, so the package still builds on any
-aarch64 builder; a job meant to run kernels sets FLAGTREE_REQUIRE_KERNELS=1, and the skip is then a failure.
+Compiling and running a kernel needs an aarch64 CPU with dotprod (the baseline runtime; the Armv9 one where
+every core has SVE2, i8mm, bf16 and 128-bit SVE vectors), and rms_norm's runtime function must be one this CPU
+runs (the baseline runtime's manifest). Elsewhere the test prints why it is skipped and exits 0, so the package
+still builds on any aarch64 builder; a job meant to run kernels sets FLAGTREE_REQUIRE_KERNELS=1, and the skip
+is then a failure.
 """
 
+import importlib.util
 import sys
+from pathlib import Path
 
 # flagtree-doctor (a run dependency of flagtree-cpu) judges the CPU as FlagTree's own CPU check does; its
 # live detection (getauxval, prctl) is the one tested under qemu-user in the feedstock's emulated tier.
-from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required
+from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required, op_refusal
 
 TEST = "tle_ops.rms_norm end to end"
 
@@ -17,7 +21,12 @@ TEST = "tle_ops.rms_norm end to end"
 def skip_reason() -> str | None:
     """Why kernels cannot run on this machine, or None when they can."""
     blockers = kernel_blockers()
-    return "; ".join(blockers) if blockers else None
+    if blockers:
+        return "; ".join(blockers)
+    spec = importlib.util.find_spec("triton")  # found, not imported: run() imports it
+    if spec is None or spec.origin is None:
+        return None
+    return op_refusal(Path(spec.origin).parent / "_C", "rms_norm")
 
 
 def run() -> int:

@@ -14,7 +14,7 @@ Branches (each one commit on the pin):
 
 - ``only-flagtree``: a file no check reads changes;
 - ``llvm``: ``cmake/llvm-hash.txt`` moves to :data:`NEW_LLVM`;
-- ``refresh``: two lines at the top of ``python/triton/runtime/build.py`` move patches 0003 and 0004;
+- ``refresh``: two lines at the top of ``python/triton/runtime/build.py`` move patches 0003, 0004 and 0011;
 - ``fails``: a line of patch 0006's hunk in ``CMakeLists.txt`` changes;
 - ``api``: ``create_cpu_rms_norm`` takes one more argument;
 - ``links``: the link script gains a 13th link.

@@ -97,7 +97,8 @@ class StubFiles:
 def stub_files(work: Path, cc: str, *, libz_cc: str, readme: str) -> StubFiles:
     """The shared stub files: ``cc`` is Debian's aarch64 gcc, ``libz_cc`` the compiler of zlib's platform."""
     binutils = {
-        tool: shutil.which(f"aarch64-linux-gnu-{tool}") for tool in ("ar", "ranlib", "ld", "nm", "strip")
+        tool: shutil.which(f"aarch64-linux-gnu-{tool}")
+        for tool in ("ar", "ranlib", "ld", "nm", "strip", "objdump", "as")
     }
     missing_tools = sorted(tool for tool, path in binutils.items() if path is None)
     assert not missing_tools, f"binutils-aarch64-linux-gnu lacks {missing_tools}"

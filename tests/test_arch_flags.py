@@ -12,11 +12,11 @@ import re
 from pathlib import Path
 
 from _tools import upstream_source
-from flagtree_doctor.target import PACKAGE_TARGET
+from flagtree_doctor.target import ARMV9_KERNEL_FLAGS, ARMV9_RUNTIME, ARMV9_TLE_NEON_MARCH
 from test_patches import PATCHES, apply_series, series_patches
 
 PATCH = PATCHES / "flagtree" / "0008-Build-only-the-CPU-runtime-for-Armv9-with-SVE2.patch"
-RUNTIME_FLAGS = PACKAGE_TARGET.components[0].flags
+RUNTIME_FLAGS = ARMV9_RUNTIME.flags
 # A global C/C++ flag: set(CMAKE_C_FLAGS ...), set(CMAKE_CXX_FLAGS ...) or add_compile_options(...).
 GLOBAL_MARCH = re.compile(
     r"^\s*(set\(\s*CMAKE_(?:C|CXX)_FLAGS\b|add_compile_options\().*-march=", re.MULTILINE | re.IGNORECASE
@@ -50,3 +50,24 @@ def test_the_patched_cmake_sets_no_global_march(tmp_path: Path) -> None:
     ]
     assert backends
     assert RUNTIME_OPTIONS.search(patched).start() > max(backends)  # type: ignore[union-attr]
+
+
+def test_the_armv9_tier_keeps_upstreams_flags() -> None:
+    """Speed on Armv9 is unchanged: the Armv9 runtime, the kernels' assembler and the TLE NEON objects get, on
+    that tier, exactly the flags upstream gave everything (FlagTree's root CMakeLists.txt and runtime/build.py;
+    flagtree-cpu's neon.py where FLAGTREE_CPU_SRC is set)."""
+    src = upstream_source("FLAGTREE_SRC")
+    cmake = (src / "CMakeLists.txt").read_text()
+    found = set(
+        re.findall(r'set\(CMAKE_(?:C|CXX)_FLAGS "\$\{CMAKE_(?:C|CXX)_FLAGS\} (-march=[^"]+)"\)', cmake)
+    )
+    assert [tuple(flags.split()) for flags in found] == [ARMV9_RUNTIME.flags]
+    build_py = (src / "python" / "triton" / "runtime" / "build.py").read_text()
+    kernel = re.search(r"cc_cmd \+= \[\s*([^\]]+?),?\s*\]", build_py.split('src.endswith(".s")')[1])
+    assert kernel is not None, "runtime/build.py no longer adds flags for kernel.s"
+    assert tuple(flag.strip().strip('"') for flag in kernel[1].split(",")) == ARMV9_KERNEL_FLAGS
+
+
+def test_the_armv9_tier_keeps_upstreams_tle_neon_flags() -> None:
+    neon = (upstream_source("FLAGTREE_CPU_SRC") / "third_party/cpu/language/cpu/neon.py").read_text()
+    assert f'cc_cmd += ["-march={ARMV9_TLE_NEON_MARCH}", "-fopenmp"]' in neon

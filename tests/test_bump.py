@@ -174,7 +174,7 @@ def test_a_patch_at_an_offset_is_refreshed(
     assert status == 0
     assert checks(document)["patches-flagtree"] == "refresh"
     refreshed = sorted(Path(p).name for p in document["written"] if p.endswith(".patch"))
-    assert refreshed == [name for name in sorted(patches) if name.startswith(("0003", "0004"))]
+    assert refreshed == [name for name in sorted(patches) if name.startswith(("0003", "0004", "0011"))]
     for name in refreshed:
         new = (feedstock / "patches" / "flagtree" / name).read_text()
         old_lines, new_lines = patches[name].splitlines(), new.splitlines()
@@ -228,7 +228,7 @@ def test_a_flagtree_cpu_that_fits_moves_its_pin_and_sleef(
     assert {name: status for name, status in checks(document).items() if status != "skip"} == dict.fromkeys(("version", "llvm-commit", "patches-flagtree", "patches-flagtree-cpu", "llvm-libraries", "plain-libraries", "link-script", "builtin-keyword", "builder-methods", "tritoncpu-ops"), "ok")  # fmt: skip
     summaries = {check["name"]: check["summary"] for check in document["checks"]}
     assert (
-        summaries["patches-flagtree-cpu"] == "1 patch applied in recipe order with GNU patch -F0, no offset"
+        summaries["patches-flagtree-cpu"] == "2 patches applied in recipe order with GNU patch -F0, no offset"
     )
 
 
@@ -316,7 +316,7 @@ def test_summary_is_markdown_with_both_tables(
     assert "| pin | now | bumped | from |" in text
     assert "| flagtree_version | `0.6.0` | `0.6.0.post1` | nearest release tag |" in text
     assert (
-        "| patches-flagtree | ok | 9 patches applied in recipe order with GNU patch -F0, no offset |" in text
+        "| patches-flagtree | ok | 12 patches applied in recipe order with GNU patch -F0, no offset |" in text
     )
     assert text.rstrip().endswith("dry run: nothing written (the bump would write 1 file)")
 

@@ -1,6 +1,6 @@
 """FLAGTREE_SKIP_CPU_CHECK and FLAGTREE_REQUIRE_KERNELS in the default tier, on any host.
 
-The CPU the check judges is a recorded one (a Cortex-A76's hwcaps: no SVE, no i8mm, no bf16), so the verdict
+The CPU the check judges is a recorded one (an A64FX's hwcaps: SVE, but no dotprod, the floor), so the verdict
 does not depend on the machine the tests run on; tests/emulated/test_cpu_check.py runs the same check as
 aarch64 code under qemu. Only ``1`` means on and only ``0`` or empty (or unset) off: every near miss is one
 error naming the variable, never a silent on or off.
@@ -14,26 +14,24 @@ from flagtree_doctor import cpu_check
 from flagtree_doctor.capabilities import Capabilities, decode_hwcaps
 from flagtree_doctor.cpu_check import SettingError, UnsupportedCpuError, require_supported_cpu
 
-# qemu-aarch64 -cpu cortex-a76: AT_HWCAP with fp, asimd, fphp, asimdhp, asimddp (no SVE); AT_HWCAP2 none.
-CORTEX_A76 = Capabilities(
+# getauxval(AT_HWCAP) under qemu-aarch64 -cpu a64fx: fp, asimd, fphp, asimdhp, sve, no asimddp; AT_HWCAP2 none.
+A64FX = Capabilities(
     machine="aarch64",
-    features=decode_hwcaps((1 << 0) | (1 << 1) | (1 << 9) | (1 << 10) | (1 << 20), 0),
-    source="recorded Cortex-A76 hwcaps",
-    sve_vector_bits=None,
+    features=decode_hwcaps(0x415FFB, 0),
+    source="recorded A64FX hwcaps",
+    sve_vector_bits=512,
 )
 MESSAGE = (
-    "flagtree-cpu cannot run kernels on this CPU: the CPU lacks bf16, i8mm, sve, sve2, svebf16, svei8mm "
-    "(TritonCPURuntime and JIT kernels: -march=armv9-a+sve2+i8mm+bf16+fp16+dotprod -msve-vector-bits=128); "
-    "the CPU lacks bf16, i8mm (TLE NEON objects (libtle_neon.a): -march=armv8.2-a+dotprod+i8mm+bf16). Run "
-    "`flagtree-doctor` for what it found and how to fix it; FLAGTREE_SKIP_CPU_CHECK=1 skips this check "
-    "(kernels may then stop with SIGILL or compute wrong results)."
+    "flagtree-cpu cannot run kernels on this CPU: the CPU lacks asimddp (baseline runtime: "
+    "-march=armv8.2-a+dotprod). Run `flagtree-doctor` for what it found and how to fix it; "
+    "FLAGTREE_SKIP_CPU_CHECK=1 skips this check (kernels may then stop with SIGILL or compute wrong results)."
 )
 NEAR_MISSES = ["yes", "true", "on", "TRUE", " 1", "1 ", "1\n", "01", "2", "-1", "skip"]
 
 
 @pytest.fixture(autouse=True)
-def cortex_a76(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cpu_check, "live_capabilities", lambda: CORTEX_A76)
+def a64fx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_check, "live_capabilities", lambda: A64FX)
 
 
 @pytest.mark.parametrize("value", [None, "", "0"], ids=["unset", "empty", "zero"])

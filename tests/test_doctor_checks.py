@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _ctypes
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from flagtree_doctor.cli import main
 from flagtree_doctor.cpu import Core, classify, format_cpu_list
 from flagtree_doctor.cpu_check import kernel_blockers
 from flagtree_doctor.model import Check, CheckResult, Facts, System
-from flagtree_doctor.target import BUILDER_METHODS, PACKAGE_TARGET, PATCHED_DEFAULTS
+from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_FILES, BUILDER_METHODS, PATCHED_DEFAULTS
 from flagtree_feedstock import cli as feedstock_cli
 
 SITE = "opt/conda/lib/python3.11/site-packages/triton"
@@ -70,7 +71,12 @@ def full_tree(root: Path) -> Path:
     touch(root, "usr/lib/gcc/aarch64-linux-gnu/12/include/omp.h")
     touch(root, "usr/lib/aarch64-linux-gnu/libgomp.so.1")
     touch(root, "usr/include/python3.11/Python.h")
-    for name in ("_C/libtriton.so", "_C/libTritonCPURuntime.so", "_C/libsleef.so.3"):
+    for name in (
+        "_C/libtriton.so",
+        "_C/libTritonCPURuntime.so",
+        "_C/libsleef.so.3",
+        *(f"_C/{f}" for f in BASELINE_FILES),
+    ):
         touch(root, f"{SITE}/{name}")
     for name in ("backends/cpu/compiler.py", "backends/cpu/driver.py", "language/extra/cpu/tle_ops.py"):
         touch(root, f"{SITE}/{name}")
@@ -318,29 +324,30 @@ def test_load_verdicts_name_the_signal_and_missing_builders() -> None:
 def test_the_load_check_loads_the_runtime_only_where_the_cpu_can_run_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With patch 0008 libtriton loads on any CPU; the runtime libraries, built for Armv9, only where they run.
+    """With patch 0008 libtriton loads on any CPU; the runtime libraries only where one of them runs, and then
+    the tier's libTritonCPURuntime, as the driver preloads it.
 
     A stand-in for FlagTree's `triton` (a .py libtriton with the builders, runtime files that cannot load) and
-    a CPU verdict that says no: the check imports libtriton alone, and says so.
+    a CPU verdict: the check imports libtriton alone where no runtime fits, and says so.
     """
-    from flagtree_doctor import runtime  # noqa: PLC0415
+    from flagtree_doctor import cpu, runtime  # noqa: PLC0415
     from flagtree_doctor.capabilities import Capabilities  # noqa: PLC0415
 
     package = tmp_path / "site" / "triton"
-    (package / "_C").mkdir(parents=True)
+    (package / "_C" / "baseline").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "_C" / "__init__.py").write_text("")
     methods = "".join(f"        {name} = None\n" for name in BUILDER_METHODS)
     (package / "_C" / "libtriton.py").write_text(f"class ir:\n    class builder:\n{methods}")
-    for name in ("libsleef.so", "libTritonCPURuntime.so"):
-        (package / "_C" / name).write_text("not a shared object")
+    for name in ("libsleef.so", "libTritonCPURuntime.so", "baseline/libTritonCPURuntime.so"):
+        (package / "_C" / name).write_text(f"not a shared object: {name}")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
 
-    def cpu(features: frozenset[str], bits: int | None) -> Capabilities:
+    def cpu_with(features: frozenset[str], bits: int | None) -> Capabilities:
         return Capabilities(machine="aarch64", features=features, source="test", sve_vector_bits=bits)
 
-    monkeypatch.setattr(runtime, "live_capabilities", lambda: cpu(frozenset({"asimd"}), None))
+    monkeypatch.setattr(cpu, "live_capabilities", lambda: cpu_with(frozenset({"asimd"}), None))
     result = runtime.check_load(Facts(System.from_root(None, env)))
     assert (result.status, result.message) == (
         "ok",
@@ -349,8 +356,14 @@ def test_the_load_check_loads_the_runtime_only_where_the_cpu_can_run_it(
             "cannot run them)"
         ),
     )
-    # Where the CPU can run them, they are preloaded as the driver does (and these cannot load).
-    monkeypatch.setattr(runtime, "live_capabilities", lambda: cpu(PACKAGE_TARGET.required_features, 128))
-    result = runtime.check_load(Facts(System.from_root(None, env)))
-    assert result.status == "fail"
-    assert "libsleef.so" in result.message
+    # Where the CPU can run one, the libraries are preloaded as the driver does: sleef (here a real shared
+    # object of this machine), then the tier's runtime (which cannot load, naming itself).
+    shutil.copyfile(_ctypes.__file__, package / "_C" / "libsleef.so")
+    for features, library in (
+        (ARMV9_RUNTIME.features, "libTritonCPURuntime.so"),
+        (frozenset({"asimd", "asimddp"}), "baseline/libTritonCPURuntime.so"),
+    ):
+        monkeypatch.setattr(cpu, "live_capabilities", lambda f=features: cpu_with(f, 128))
+        result = runtime.check_load(Facts(System.from_root(None, env)))
+        assert result.status == "fail"
+        assert f"_C/{library}: file too short" in result.message

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import platform
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,21 +17,44 @@ from flagtree_doctor.cli import main
 
 DATA = Path(__file__).parent / "data" / "doctor"
 CPU_CHECKS = ["cpu-features", "sve-vector-length", "core-types", "cpufreq-governor"]
-ARMV9 = ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "sve2", "svebf16", "svei8mm"]
+ARMV9 = [
+    "asimd",
+    "asimddp",
+    "asimdfhm",
+    "asimdhp",
+    "bf16",
+    "fphp",
+    "i8mm",
+    "sve",
+    "sve2",
+    "svebf16",
+    "svei8mm",
+]
+ARMV82_DOTPROD = ["asimd", "asimddp", "asimdhp", "fphp"]
 
-# machine -> (features, sve bits, big, little, taskset, statuses of CPU_CHECKS)
+# machine -> (features, sve bits, big, little, taskset, statuses of CPU_CHECKS, the runtime it loads)
 EXPECTED = {
-    "cix-p1-orion-o6": (ARMV9, 128, list(range(4, 12)), [0, 1, 2, 3], "4-11", ["ok", "ok", "warn", "warn"]),
+    "cix-p1-orion-o6": (
+        ARMV9,
+        128,
+        list(range(4, 12)),
+        [0, 1, 2, 3],
+        "4-11",
+        ["ok", "ok", "warn", "warn"],
+        "armv9",
+    ),
     "neoverse-v1-graviton3": (
-        ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "svebf16", "svei8mm"],
+        [f for f in ARMV9 if f != "sve2"],
         256,
         list(range(16)),
         [],
         None,
-        # No SVE2: no vector length would help, so the vector length check says so and suggests nothing.
-        ["fail", "skip", "ok", "skip"],
+        # No SVE2: no vector length would bring the Armv9 runtime, so that check says so and suggests nothing.
+        ["ok", "skip", "ok", "skip"],
+        "baseline",
     ),
-    "neoverse-n2": (ARMV9, 128, list(range(8)), [], None, ["ok", "ok", "ok", "ok"]),
+    "neoverse-n2": (ARMV9, 128, list(range(8)), [], None, ["ok", "ok", "ok", "ok"], "armv9"),
+    # No dotprod (asimddp): below the floor, refused.
     "a64fx": (
         ["asimd", "asimdhp", "fphp", "sve"],
         512,
@@ -37,8 +62,36 @@ EXPECTED = {
         [],
         None,
         ["fail", "skip", "ok", "ok"],
+        None,
     ),
-    "qemu-max": ([*ARMV9[:6], "sme", *ARMV9[6:]], 512, [0, 1, 2, 3], [], None, ["ok", "fail", "ok", "skip"]),
+    # Everything Armv9 needs but 512-bit vectors: the baseline runtime, and the fix for the Armv9 one.
+    "qemu-max": (
+        [*ARMV9[:7], "sme", *ARMV9[7:]],
+        512,
+        [0, 1, 2, 3],
+        [],
+        None,
+        ["ok", "warn", "ok", "skip"],
+        "baseline",
+    ),
+    "neoverse-n1-graviton2": (
+        ARMV82_DOTPROD,
+        None,
+        list(range(16)),
+        [],
+        None,
+        ["ok", "skip", "ok", "skip"],
+        "baseline",
+    ),
+    "cortex-a76-raspberry-pi-5": (
+        ARMV82_DOTPROD,
+        None,
+        [0, 1, 2, 3],
+        [],
+        None,
+        ["ok", "skip", "ok", "warn"],
+        "baseline",
+    ),
 }
 
 
@@ -50,7 +103,7 @@ def run_json(args: list[str], env: dict[str, str] | None = None) -> tuple[int, d
 
 @pytest.mark.parametrize("machine", sorted(EXPECTED))
 def test_machine_tree(machine: str) -> None:
-    features, bits, big, little, taskset, statuses = EXPECTED[machine]
+    features, bits, big, little, taskset, statuses, tier = EXPECTED[machine]
     status, report = run_json(["--root", str(DATA / machine), *CPU_CHECKS])
     assert report["schema_version"] == "1"
     assert report["machine"] == "aarch64"
@@ -59,6 +112,8 @@ def test_machine_tree(machine: str) -> None:
     assert report["big_cores"] == big
     assert report["little_cores"] == little
     assert report["taskset"] == taskset
+    assert report["tier"] == tier
+    assert report["compiled_for"]["tier"] == (tier or "baseline")  # type: ignore[index]
     checks = report["checks"]
     assert isinstance(checks, list)
     assert [c["id"] for c in checks] == CPU_CHECKS
@@ -102,20 +157,18 @@ def test_every_processor_block_is_read(tmp_path: Path) -> None:
 
 A64FX_TRANSCRIPT = """\
 CPU features: asimd asimdhp fphp sve, SVE 512-bit
+runtime: none runs on this CPU
 cores: 48, all alike
 check               status   message                                       fix
 ────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
-cpu-features        fail     TritonCPURuntime and JIT kernels needs        use an Armv9 CPU with SVE2, i8mm and bf16
-                             asimddp, bf16, i8mm, sve2, svebf16, svei8mm   (Neoverse N2/V2, Cortex-A710/A720/X2 or
-                             (-march=armv9-a+sve2+i8mm+bf16+fp16+dotprod   newer)
-                             -msve-vector-bits=128); TLE NEON objects
-                             (libtle_neon.a) needs asimddp, bf16, i8mm
-                             (-march=armv8.2-a+dotprod+i8mm+bf16): its
-                             code stops with SIGILL here
+cpu-features        fail     the CPU lacks asimddp (baseline runtime:      use an aarch64 CPU with dotprod (Armv8.2 or
+                             -march=armv8.2-a+dotprod): no build of the    newer, e.g. Neoverse N1/V1/N2, Cortex-A76,
+                             runtime runs here (below dotprod its code     Apple M1)
+                             stops with SIGILL)
 sve-vector-length   skip     SVE vectors are 512 bits, but without
                              asimddp, bf16, i8mm, sve2, svebf16, svei8mm
-                             no SVE vector length lets the package run
-                             here (see cpu-features)
+                             no SVE vector length lets the Armv9 runtime
+                             run here; nothing runs (see cpu-features)
 core-types          ok       48 cores, all alike (A64FX)
 cpufreq-governor    ok       performance
 2 ok, 0 warn, 1 fail, 1 skip
@@ -216,3 +269,50 @@ def test_the_readme_records_a_tree_the_doctor_reads(tmp_path: Path) -> None:
     status, report = run_json(["--root", str(tree)])
     assert status in (0, 1)
     assert report["root"] == str(tree)
+
+
+def _with_install(tmp_path: Path, machine: str, needs: dict[str, list[str]]) -> Path:
+    """A copy of a recorded tree with a FlagTree install whose baseline runtime's manifest says ``needs``."""
+    root = tmp_path / machine
+    shutil.copytree(DATA / machine, root)
+    c_dir = root / "opt/conda/lib/python3.12/site-packages/triton/_C"
+    c_dir.joinpath("baseline").mkdir(parents=True)
+    functions = {n: {"needs": v, "evidence": dict.fromkeys(v, f"usmmla v1.4s, v2.16b, v3.16b (in {n}._omp_fn.0)")}
+                 for n, v in needs.items()}  # fmt: skip
+    manifest = {"schema_version": 1, "library": "libTritonCPURuntime.so", "march": "armv8.2-a+dotprod",
+                "load": {"needs": []}, "functions": functions}  # fmt: skip
+    (c_dir / "baseline/libTritonCPURuntime.isa.json").write_text(json.dumps(manifest))
+    return root
+
+
+NEEDS = {"fused_mlp_bf16": ["asimddp", "i8mm"], "sdot_gemv_m1_prepacked": ["asimddp"], "swiglu_bf16": []}
+
+
+def test_the_tle_ops_a_recorded_machine_cannot_run() -> None:
+    """tle-ops: on the baseline runtime, each op whose runtime function needs what the machine lacks, with the
+    instruction that needs it; an Armv9 machine runs them all; a machine with i8mm runs this one."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = _with_install(Path(scratch), "neoverse-n1-graviton2", NEEDS)
+        status, report = run_json(["--root", str(root), "tle-ops"])
+        (check,) = report["checks"]  # type: ignore[misc]
+        assert (status, check["status"]) == (0, "warn")
+        assert check["message"].startswith(
+            "on the baseline runtime this CPU cannot run tle_ops.fused_mlp (fused_mlp_bf16 needs i8mm: i8mm: "
+            "usmmla v1.4s, v2.16b, v3.16b (in fused_mlp_bf16._omp_fn.0)); runtime.fused_mlp_bf16 (fused_mlp_bf16"
+        )
+        assert check["fix"] == "these ops need a CPU with i8mm (every core)"
+        assert [(u["op"], u["missing"]) for u in report["unsupported_ops"]] == [  # type: ignore[union-attr]
+            ("tle_ops.fused_mlp", ["i8mm"]),
+            ("runtime.fused_mlp_bf16", ["i8mm"]),
+        ]
+        graviton3 = _with_install(Path(scratch), "neoverse-v1-graviton3", NEEDS)
+        _, report = run_json(["--root", str(graviton3), "tle-ops"])
+        assert [c["status"] for c in report["checks"]] == ["ok"]  # type: ignore[union-attr]
+        assert report["unsupported_ops"] == []
+    _, report = run_json(["--root", str(DATA / "neoverse-n2"), "tle-ops"])  # Armv9: no manifest needed
+    assert [(c["status"], c["message"]) for c in report["checks"]] == [  # type: ignore[union-attr]
+        ("ok", "every TLE op runs here (the Armv9 runtime)")
+    ]
+    _, report = run_json(["--root", str(DATA / "neoverse-n1-graviton2"), "tle-ops"])  # no install in the tree
+    assert [c["status"] for c in report["checks"]] == ["skip"]  # type: ignore[union-attr]
+    assert report["unsupported_ops"] is None

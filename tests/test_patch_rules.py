@@ -11,6 +11,7 @@ function that yields what is wrong). SERIES_RULES hold for every patch, new ones
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from _patch_rules import Diff, Rule, cmake_code, patch_name
+from _patch_rules import Diff, Hunk, Rule, cmake_code, patch_name
+from flagtree_doctor.target import BASELINE_RUNTIME
 from test_patches import PATCHES, all_patches
 
 RULES: dict[str, Rule] = {}
@@ -230,46 +232,226 @@ def arch_flags_reach_the_runtime_only(diff: Diff) -> Iterator[str]:
         yield "upstream's global -march lines (CMAKE_C_FLAGS, CMAKE_CXX_FLAGS) are not both removed"
 
 
-# ---- flagtree/0009: the CPU check runs before the driver loads anything --------------------------------------
+# ---- flagtree/0009: the driver's library folders and its kernel check come from flagtree-doctor -----------------
+
+
+def _first_statement(hunk: Hunk, definition: str) -> tuple[str, int]:
+    """The first statement of the function ``definition`` opens in ``hunk``, and the body's indentation."""
+    side = hunk.new_side
+    start = next(i for i, line in enumerate(side) if line.lstrip().startswith(definition))
+    body = [line for line in side[start + 1 :] if line.strip() and not line.lstrip().startswith("#")]
+    return (body[0] if body else ""), len(side[start]) - len(side[start].lstrip()) + 4
 
 
 @rule("flagtree/0009")
-def cpu_check_comes_first(diff: Diff) -> Iterator[str]:
-    added = diff.added("third_party/cpu/backend/driver.py")
-    if added.count("from flagtree_doctor.cpu_check import require_supported_cpu") != 1:
-        yield "the check is not imported once, unconditionally, at module level"
+def driver_loads_the_tier_and_checks_each_kernel_first(diff: Diff) -> Iterator[str]:
+    file = "third_party/cpu/backend/driver.py"
+    added = diff.added(file)
+    if added.count("from flagtree_doctor.cpu_check import check_kernel, runtime_library_dirs") != 1:
+        yield "check_kernel and runtime_library_dirs are not imported once, unconditionally, at module level"
     if any(re.match(r"\s*(try:|except\b|if\b.*SKIP)", line) for line in added):
         yield "the patch adds a try/except or a condition around the check"
+    if "library_dirs = [_triton_C_dir]" not in diff.removed(file):
+        yield "upstream's library_dirs = [_triton_C_dir] is not replaced"
+    calls: list[object] = []
+    c_dir = Path("/site/triton/_C")
+    found = diff.hunk("library_dirs =").run(
+        "library_dirs =",
+        {
+            "Path": Path,
+            "_triton_C_dir": c_dir,
+            "runtime_library_dirs": lambda d: calls.append(d) or [d / "baseline", d],
+        },
+        stop="libraries =",
+    )
+    if calls != [c_dir] or found["library_dirs"] != [c_dir / "baseline", c_dir]:
+        yield f"library_dirs is {found['library_dirs']}, not runtime_library_dirs() of the _C folder"
     hunk = diff.hunk("def load_binary(")
-    side = hunk.new_side
-    start = next(i for i, line in enumerate(side) if line.lstrip().startswith("def load_binary("))
-    body = [line for line in side[start + 1 :] if line.strip() and not line.lstrip().startswith("#")]
-    indent = len(side[start]) - len(side[start].lstrip()) + 4
-    if not body or body[0] != " " * indent + "require_supported_cpu()" or body[0] not in hunk.added:
-        yield f"load_binary() does not begin with require_supported_cpu(): it begins {body[:1]}"
+    first, indent = _first_statement(hunk, "def load_binary(")
+    if first != " " * indent + "check_kernel(name, kernel, Path(_triton_C_dir))" or first not in hunk.added:
+        yield f"load_binary() does not begin with check_kernel(name, kernel, ...): it begins {first!r}"
 
 
-# ---- flagtree-cpu/0001: runtime.py checks the CPU before it loads libTritonCPURuntime ---------------------------
+# ---- flagtree/0010: the runtime built a second time, for every aarch64 CPU with dotprod ------------------------
+
+BASELINE_VARIABLE = "FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS"
+
+
+@rule("flagtree/0010")
+def baseline_runtime_is_a_second_target(diff: Diff) -> Iterator[str]:
+    code = [cmake_code(line).strip() for line in diff.added("CMakeLists.txt")]
+    code = [line for line in code if line]
+    if diff.removed("CMakeLists.txt"):
+        yield "the patch changes upstream's (or patch 0008's) lines: the Armv9 target must stay as it is"
+    setting = f"set({BASELINE_VARIABLE} {' '.join(BASELINE_RUNTIME.flags)})"
+    if code.count(setting) != 1:
+        yield f"the baseline flags are not set once as {setting} (flagtree_doctor.target.BASELINE_RUNTIME)"
+    if any("sve" in line for line in code if BASELINE_VARIABLE in line):
+        yield "the baseline flags enable SVE"
+    folder = str(Path(BASELINE_RUNTIME.library).parent)
+    for required in (
+        "add_library(TritonCPURuntimeBaseline SHARED)",
+        "foreach(property SOURCES INCLUDE_DIRECTORIES COMPILE_DEFINITIONS LINK_LIBRARIES)",
+        "get_target_property(value TritonCPURuntime ${property})",
+        f"target_compile_options(TritonCPURuntimeBaseline PRIVATE ${{{BASELINE_VARIABLE}}})",
+        "OUTPUT_NAME TritonCPURuntime",
+        f"LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_LIBRARY_OUTPUT_DIRECTORY}}/{folder})",
+    ):
+        if required not in code:
+            yield f"the baseline target lacks {required}"
+    for line in code:
+        allowed = line == setting or "TritonCPURuntimeBaseline PRIVATE" in line
+        if (
+            BASELINE_VARIABLE in line
+            and not allowed
+            and not re.fullmatch(rf"if\(.*\bDEFINED {BASELINE_VARIABLE}\)", line)
+        ):
+            yield f"{BASELINE_VARIABLE} used outside its set() and the baseline target's options: {line}"
+        if FLAGS_VARIABLE in line:
+            yield f"the Armv9 flags reach another target: {line}"
+
+
+# ---- flagtree/0011: kernel.s is assembled for what this CPU runs -----------------------------------------------
+
+
+@rule("flagtree/0011")
+def kernels_are_assembled_for_this_cpu(diff: Diff) -> Iterator[str]:
+    file = "python/triton/runtime/build.py"
+    added = diff.added(file)
+    if "    from flagtree_doctor.cpu_check import kernel_assembler_flags" not in added:
+        yield "build.py does not import kernel_assembler_flags in its CPU-backend block"
+    if any(
+        "-march" in line or "-msve-vector-bits" in line for line in added if not line.lstrip().startswith("#")
+    ):
+        yield "build.py adds a literal architecture flag"
+    if not any("-march=armv9-a" in line for line in diff.removed(file)):
+        yield "upstream's fixed -march for kernel.s is not removed"
+    hunk = diff.hunk("cc_cmd += kernel_assembler_flags()")
+    for src, machine, expected in (
+        ("/t/kernel.s", "aarch64", ["-march=cpu"]),
+        ("/t/main.cpp", "aarch64", []),
+        ("/t/kernel.s", "x86_64", []),
+    ):
+        found = hunk.run(
+            'if src.endswith(".s")',
+            {"src": src, "machine": machine, "cc_cmd": [], "kernel_assembler_flags": lambda: ["-march=cpu"]},
+            stop="# OpenMP",
+        )
+        if found["cc_cmd"] != expected:
+            yield f"{src} on {machine}: cc_cmd gets {found['cc_cmd']}, not {expected}"
+
+
+# ---- flagtree/0012: the lowering and the cache key follow every core's features --------------------------------
+
+
+@rule("flagtree/0012")
+def lowering_and_cache_key_follow_the_cpu(diff: Diff) -> Iterator[str]:
+    file = "third_party/cpu/backend/compiler.py"
+    added, removed = diff.added(file), diff.removed(file)
+    if added.count("from flagtree_doctor.cpu_check import kernel_target") != 1:
+        yield "compiler.py does not import kernel_target once, at module level"
+    if any("/proc/cpuinfo" in line for line in added if not line.lstrip().startswith("#")):
+        yield "compiler.py still reads /proc/cpuinfo itself"
+    if not any('open("/proc/cpuinfo")' in line for line in removed):
+        yield "upstream's read of the first Features line is not removed"
+    for line in ("self.kernel_target = kernel_target()",
+                 "self.cpu_features = self.kernel_target.llvm_features(self.cpu_features)"):  # fmt: skip
+        if line not in (a.strip() for a in added):
+            yield f"compiler.py does not add {line}"
+    gates = diff.hunk("add_convert_dot_to_sve2_i8mm")
+    for features, armv9, expected in (
+        ({"fp-armv8", "neon"}, False, []),  # no bf16: no BFDOT
+        ({"fp-armv8", "neon", "bf16", "sve2"}, False, ["dot_product"]),  # SVE2 off the Armv9 tier
+        ({"fp-armv8", "neon", "bf16", "sve2"}, True, ["dot_product", "sve2_i8mm"]),
+    ):
+        added_passes: list[str] = []
+        ttcpuir = types.SimpleNamespace(
+            add_convert_dot_product=lambda pm, h, out=added_passes: out.append("dot_product"),
+            add_convert_dot_to_sve2_i8mm=lambda pm, out=added_passes: out.append("sve2_i8mm"),
+        )
+        self = types.SimpleNamespace(cpu_features=features, kernel_target=types.SimpleNamespace(armv9=armv9))
+        gates.run(
+            "if is_arm and 'fp-armv8'",
+            {
+                "is_arm": True,
+                "pm": None,
+                "self": self,
+                "cpu": types.SimpleNamespace(passes=types.SimpleNamespace(ttcpuir=ttcpuir)),
+            },
+            stop="# Intel AMX",
+        )
+        if added_passes != expected:
+            yield f"features {sorted(features)}, Armv9 {armv9}: passes {added_passes}, not {expected}"
+    hashes = set()
+    for name, key in (("neoverse-n1", "baseline-asimd,asimddp-sve0"), ("neoverse-n2", "armv9-x-sve128")):
+        found = diff.hunk("def hash(self):").run("def hash(self):", {})
+        cpu = types.SimpleNamespace(
+            cpu_name=name, cpu_features={"neon"}, kernel_target=types.SimpleNamespace(key=key)
+        )
+        value = found["hash"](cpu)
+        if name not in value or key not in value or "neon" not in value:
+            yield f"hash() is {value!r}: it lacks LLVM's CPU name, the features or flagtree-doctor's key"
+        hashes.add(value)
+    if len(hashes) != 2:
+        yield "hash() is the same for two CPUs"
+
+
+# ---- flagtree-cpu/0001: runtime.py loads libTritonCPURuntime through flagtree-doctor ----------------------------
 
 
 @rule("flagtree-cpu/0001")
-def runtime_module_checks_the_cpu_before_its_load(diff: Diff) -> Iterator[str]:
+def runtime_module_loads_through_the_cpu_check(diff: Diff) -> Iterator[str]:
     file = "third_party/cpu/language/cpu/runtime.py"
     added = diff.added(file)
-    for line in ("from flagtree_doctor.cpu_check import require_supported_cpu", "require_supported_cpu()"):
+    for line in ("from flagtree_doctor.cpu_check import load_runtime", "_rt = load_runtime(_LIB_PATH)"):
         if added.count(line) != 1:
             yield f"runtime.py does not add {line!r} once, at module level"
     if any(re.match(r"\s*(try:|except\b|if\b)", line) for line in added):
-        yield "the patch adds a try/except or a condition around the check"
-    side = [line for line in diff.hunk("CDLL(").new_side if line.strip()]
-    code = [line for line in side if not line.lstrip().startswith("#")]
-    loads = [i for i, line in enumerate(code) if "CDLL(" in line]
+        yield "the patch adds a try/except or a condition around the load"
+    side = [line for line in diff.hunk("_rt = load_runtime(").new_side if not line.lstrip().startswith("#")]
+    if any("CDLL(" in line for line in side):
+        yield "runtime.py still loads the library with ctypes.CDLL itself"
+    if "_rt = ctypes.CDLL(str(_LIB_PATH))" not in diff.removed(file):
+        yield "upstream's _rt = ctypes.CDLL(str(_LIB_PATH)) is not replaced"
+
+
+# ---- flagtree-cpu/0002: the TLE NEON objects' -march follows the CPU and keys the cache -------------------------
+
+
+@rule("flagtree-cpu/0002")
+def neon_objects_follow_the_cpu(diff: Diff) -> Iterator[str]:
+    file = "third_party/cpu/language/cpu/neon.py"
+    added, removed = diff.added(file), diff.removed(file)
+    if added.count("from flagtree_doctor.cpu_check import tle_neon_march") != 1:
+        yield "neon.py does not import tle_neon_march once, at module level"
+    if not any("-march=armv8.2-a+dotprod+i8mm+bf16" in line for line in removed):
+        yield "upstream's fixed -march is not removed"
+    if any("-march=armv" in line for line in added if not line.lstrip().startswith("#")):
+        yield "neon.py adds a literal -march"
+    if '        cc_cmd += [f"-march={march}", "-fopenmp"]' not in added:
+        yield "the compile does not take the -march tle_neon_march() gave"
+    hunk = diff.hunk("content_hash =")
+    keys = {}
+    for machine, march in (("aarch64", "armv8.2-a+dotprod"), ("aarch64", "armv8.2-a+dotprod+i8mm+bf16"),
+                           ("x86_64", "unused")):  # fmt: skip
+        found = hunk.run(
+            "march =",
+            {
+                "platform": types.SimpleNamespace(machine=lambda m=machine: m),
+                "tle_neon_march": lambda a=march: a,
+                "hashlib": hashlib,
+                "c_source": "int x;",
+            },
+            stop="if cache",
+        )
+        keys[(machine, march)] = (found["march"], found["content_hash"])
     if (
-        "require_supported_cpu()" not in code
-        or not loads
-        or code.index("require_supported_cpu()") != loads[0] - 1
+        keys[("x86_64", "unused")][0] != ""
+        or keys[("aarch64", "armv8.2-a+dotprod")][0] != "armv8.2-a+dotprod"
     ):
-        yield "require_supported_cpu() is not the statement right before the library's load (ctypes.CDLL)"
+        yield f"march is {keys}, not tle_neon_march() on aarch64 and empty elsewhere"
+    if len({h for _, h in keys.values()}) != 3:
+        yield "the cache key does not change with the -march"
 
 
 # ---- every patch -----------------------------------------------------------------------------------------------
@@ -286,7 +468,7 @@ def no_global_arm_flags(diff: Diff) -> Iterator[str]:
         if file.endswith(("CMakeLists.txt", ".cmake")):
             for line in map(cmake_code, diff.added(file)):
                 if re.search(r"add_compile_options|CMAKE_\w*FLAGS", line) and re.search(
-                    rf"-march|-msve-vector-bits|-mcpu|{FLAGS_VARIABLE}", line
+                    rf"-march|-msve-vector-bits|-mcpu|{FLAGS_VARIABLE}|{BASELINE_VARIABLE}", line
                 ):
                     yield f"{file}: a directory-wide architecture flag: {line.strip()}"
 
@@ -313,6 +495,9 @@ def test_the_patch_keeps_its_rule(patch: Path) -> None:
 # ---- the rules catch what they are for: each broken patch below fails its rule --------------------------------
 
 P0008 = "flagtree/0008-Build-only-the-CPU-runtime-for-Armv9-with-SVE2.patch"
+P0009 = "flagtree/0009-Check-the-CPU-before-the-CPU-driver-loads-its-runtim.patch"
+P0010 = "flagtree/0010-Build-the-CPU-runtime-a-second-time-for-every-aarch6.patch"
+P0012 = "flagtree/0012-Lower-and-cache-CPU-kernels-for-the-features-every-c.patch"
 COMMENT_0008 = "+  # there (applied to that target below): libtriton.so keeps the toolchain's"
 BROKEN = {
     "0008-add-compile-options": (
@@ -395,16 +580,71 @@ BROKEN = {
         "/build/home/.triton",
     ),
     "0009-check-dropped": (
-        "flagtree/0009-Check-the-CPU-before-the-CPU-driver-loads-its-runtim.patch",
-        "+        require_supported_cpu()",
+        P0009,
+        "+        check_kernel(name, kernel, Path(_triton_C_dir))",
         "+        pass",
-        "does not begin with require_supported_cpu()",
+        "does not begin with check_kernel(name, kernel, ...)",
     ),
     "0009-check-optional": (
-        "flagtree/0009-Check-the-CPU-before-the-CPU-driver-loads-its-runtim.patch",
-        "+        # Before the runtime libraries and the kernel are loaded, and so before any launch.",
+        P0009,
+        "+        # Before the runtime libraries and the kernel are loaded, and so before any launch:",
         '+        if os.environ.get("FLAGTREE_SKIP_CPU_CHECK_ALWAYS"):',
         "a condition around the check",
+    ),
+    "0009-armv9-runtime-always": (
+        P0009,
+        "+library_dirs = runtime_library_dirs(Path(_triton_C_dir))",
+        "+library_dirs = [Path(_triton_C_dir)]",
+        "not runtime_library_dirs() of the _C folder",
+    ),
+    "0010-sve-in-the-baseline": (
+        P0010,
+        "-march=armv8.2-a+dotprod)",
+        "-march=armv8.2-a+dotprod+sve)",
+        "the baseline flags are not set once",
+    ),
+    "0010-armv9-flags-on-the-baseline": (
+        P0010,
+        "PRIVATE ${FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS})",
+        "PRIVATE ${FLAGTREE_CPU_RUNTIME_ARCH_FLAGS})",
+        "the Armv9 flags reach another target",
+    ),
+    "0010-another-folder": (P0010, "_DIRECTORY}/baseline)", "_DIRECTORY})", "LIBRARY_OUTPUT_DIRECTORY"),
+    "0011-fixed-flags-again": (
+        "flagtree/0011-Assemble-JIT-kernels-for-the-extensions-this-CPU-has.patch",
+        "+            cc_cmd += kernel_assembler_flags()",
+        '+            cc_cmd += kernel_assembler_flags() + ["-march=armv9-a+sve2"]',
+        "a literal architecture flag",
+    ),
+    "0012-bfdot-without-bf16": (
+        P0012,
+        " and 'neon' in self.cpu_features and 'bf16' in self.cpu_features:",
+        " and 'neon' in self.cpu_features:",
+        "passes ['dot_product'], not []",
+    ),
+    "0012-sve2-at-any-length": (
+        P0012,
+        "+        if is_arm and 'sve2' in self.cpu_features and self.kernel_target.armv9:",
+        "+        if is_arm and 'sve2' in self.cpu_features:",
+        "passes ['dot_product', 'sve2_i8mm'], not ['dot_product']",
+    ),
+    "0012-key-is-the-machine": (
+        P0012,
+        '+        return f"{platform.machine()}-{self.cpu_name}-{features}-{self.kernel_target.key}"',
+        '+        return f"{platform.machine()}"',
+        "the same for two CPUs",
+    ),
+    "cpu-0001-ctypes-again": (
+        "flagtree-cpu/0001-Check-the-CPU-before-runtime.py-loads-libTritonCPURu.patch",
+        "+_rt = load_runtime(_LIB_PATH)",
+        "+_rt = load_runtime(_LIB_PATH)\n+_rt = ctypes.CDLL(str(_LIB_PATH))",
+        "still loads the library with ctypes.CDLL",
+    ),
+    "cpu-0002-cache-by-source": (
+        "flagtree-cpu/0002-Compile-the-TLE-NEON-objects-for-the-extensions-this.patch",
+        "+    content_hash = hashlib.md5((c_source + march).encode()).hexdigest()",
+        "+    content_hash = hashlib.md5(c_source.encode()).hexdigest()",
+        "the cache key does not change with the -march",
     ),
 }
 

@@ -8,8 +8,9 @@ Layout (see patches/README.md): one directory per target, each a numbered `git f
 Without a checkout the tests only read this repository. With `FLAGTREE_SRC` (and `FLAGTREE_CPU_SRC`)
 pointing at a pristine tree of the pinned commit, every series is applied in order to a temporary copy
 of the files it touches, with GNU patch and no fuzz, and any offset or fuzz fails the test. A tree holding
-only the files a series touches, at their paths, is enough (flagtree-cpu cannot be cloned everywhere: a copy
-of its `third_party/cpu/language/cpu/runtime.py` at the pinned commit will do for `FLAGTREE_CPU_SRC`).
+only the files a series touches, at their paths, is enough (flagtree-cpu cannot be cloned everywhere: copies
+of its `third_party/cpu/language/cpu/runtime.py` and `neon.py` at the pinned commit will do for
+`FLAGTREE_CPU_SRC`).
 """
 
 from __future__ import annotations

@@ -53,10 +53,12 @@ for arg in sys.argv[1:]:
         Path(arg.split("=", 1)[1]).write_text(Path(os.environ["STANDIN_GRAPHVIZ"]).read_text())
 if sys.argv[1:4] == ["-m", "pip", "install"]:
     c_dir = Path(os.environ["SP_DIR"]) / "triton" / "_C"
-    c_dir.mkdir(parents=True)
-    for name in ("libtriton.so", "libTritonCPURuntime.so", "libsleef.so.3"):
+    (c_dir / "baseline").mkdir(parents=True)
+    for name in ("libtriton.so", "libTritonCPURuntime.so", "libsleef.so.3", "baseline/libTritonCPURuntime.so"):
         (c_dir / name).write_text("")
     (c_dir / "libsleef.so").symlink_to("libsleef.so.3")
+if sys.argv[1:2] and sys.argv[1].endswith("runtime_manifest.py"):  # writes the manifest beside the library
+    Path(sys.argv[2]).with_name("libTritonCPURuntime.isa.json").write_text("{{}}")
 """
 _LINK_SCRIPT = """#!/bin/bash
 printf '%s\\n' "$@" > "$STANDIN_LOG/link.args"
@@ -123,6 +125,10 @@ class StandIn:
         src = self.src
         _write(src / "LICENSE", "FlagTree")
         _write(src / "python" / "setup.py", "")
+        # The line of patch 0010 the build script reads the baseline runtime's -march from.
+        _write(
+            src / "CMakeLists.txt", "    set(FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS -march=armv8.2-a+dotprod)\n"
+        )
         _write(src / "python" / "scripts" / "link_flagtree_cpu.sh", _LINK_SCRIPT, 0o755)
         _write(src / "third_party" / "flagtree-cpu" / "LICENSE", "flagtree-cpu")
         _write(src / "third_party" / "flagtree-cpu" / "third_party" / "cpu" / "CMakeLists.txt", "")
@@ -227,7 +233,7 @@ def test_the_build_script_leaves_every_licence_file_for_the_engine(standin, outp
 
 def test_build_flagtree_runs_pip_once_offline_from_python(standin):
     assert standin.run("build-flagtree.sh").returncode == 0
-    (pip,) = standin.calls("python")
+    pip, _ = standin.calls("python")
     assert pip["argv"] == [
         "-m",
         "pip",
@@ -240,6 +246,30 @@ def test_build_flagtree_runs_pip_once_offline_from_python(standin):
     ]
     assert pip["cwd"] == str(standin.src / "python")
     assert standin.calls("cmake") == []
+
+
+def test_build_flagtree_writes_the_baseline_runtimes_manifest(standin):
+    """After pip: runtime_manifest.py on the baseline runtime, with the toolchain's objdump and as (conda's
+    activation sets OBJDUMP and AS) and the -march patch 0010 sets; the manifest is checked to be there."""
+    result = standin.run("build-flagtree.sh", OBJDUMP="/tc/aarch64-objdump", AS="/tc/aarch64-as")
+    assert result.returncode == 0, result.stderr
+    _, manifest = standin.calls("python")
+    runtime = standin.sp_dir / "triton" / "_C" / "baseline" / "libTritonCPURuntime.so"
+    assert manifest["argv"] == [str(RECIPE_DIR / "runtime_manifest.py"), str(runtime), "--objdump",
+                                "/tc/aarch64-objdump", "--as", "/tc/aarch64-as", "--march", "armv8.2-a+dotprod"]  # fmt: skip
+    # Without OBJDUMP and AS: the toolchain's by its triple.
+    standin.log.joinpath("calls.jsonl").unlink()
+    shutil.rmtree(standin.sp_dir / "triton")
+    assert standin.run("build-flagtree.sh", HOST="aarch64-conda-linux-gnu").returncode == 0
+    argv = standin.calls("python")[1]["argv"]
+    assert argv[3] == "aarch64-conda-linux-gnu-objdump" and argv[5] == "aarch64-conda-linux-gnu-as"
+
+
+def test_build_flagtree_fails_without_patch_0010s_flags(standin):
+    (standin.src / "CMakeLists.txt").write_text("")
+    result = standin.run("build-flagtree.sh")
+    assert result.returncode != 0
+    assert "CMakeLists.txt sets no FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS (patch 0010)" in result.stderr
 
 
 def test_build_flagtree_exports(standin):
@@ -654,6 +684,7 @@ def test_build_flagtree_caches_compiles_where_ci_keeps_a_cache(standin, tmp_path
         ("ccache", ["--zero-stats"]),
         ("python", ["-m"]),
         ("ccache", ["--show-stats"]),
+        ("python", [str(RECIPE_DIR / "runtime_manifest.py")]),
     ]
     assert f"build-flagtree.sh: compiler cache {cache}, this build:" in result.stdout
     assert (cache / "flagtree-cpu-build-stats.txt").is_file()  # for CI's job summary

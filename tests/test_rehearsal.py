@@ -9,6 +9,7 @@ fixtures (offline_session, stub_channel, sources) are tests/_rehearsal_fixtures.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -101,8 +102,6 @@ def test_flagtree_cpu_holds_aarch64_libraries_linked_against_zlib(
 
 def test_flagtree_cpu_depends_on_what_its_build_exports(rehearsal: Rehearsal, tmp_path: Path) -> None:
     extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
-    import json  # noqa: PLC0415
-
     depends = json.loads((tmp_path / "info" / "index.json").read_text())["depends"]
     names = {spec.split()[0] for spec in depends}
     # Run exports: python's python_abi, the compilers' libgcc/libstdcxx, zlib's libzlib, the sysroot's __glibc.
@@ -329,8 +328,8 @@ def test_mutation_a_flagtree_cpu_patch_that_does_not_apply(rehearsal, tmp_path, 
 
     def mutate(root: Path) -> None:
         patch = next((root / "patches" / "flagtree-cpu").glob("0001-*.patch"))
-        # The context line the check goes before is no longer upstream's.
-        _replace(patch, "\n _rt = ctypes.CDLL(str(_LIB_PATH))\n", "\n _rt = ctypes.cdll.LoadLibrary(_NAME)\n")
+        # The line the check replaces is no longer upstream's.
+        _replace(patch, "\n-_rt = ctypes.CDLL(str(_LIB_PATH))\n", "\n-_rt = ctypes.cdll.LoadLibrary(_NAME)\n")
 
     _channel, failure = _mutated_build(rehearsal, tmp_path, caplog, mutate)
     _expect(failure, "does not apply", "patches/flagtree-cpu/0001-Check-the-CPU-before-runtime.py-loads")
@@ -418,12 +417,40 @@ def test_flagtree_cpu_standin_takes_its_series_exactly(tmp_path: Path) -> None:
 
 def test_flagtree_cpu_carries_the_patched_runtime_module(rehearsal: Rehearsal, tmp_path: Path) -> None:
     """The engine applied patches/flagtree-cpu to the flagtree-cpu source: the runtime module in the package
-    runs the CPU check before it loads libTritonCPURuntime."""
+    loads libTritonCPURuntime through the CPU check, and neon.py's -march follows the CPU."""
     extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
     (module,) = (tmp_path / SITE / "triton").glob("language/extra/cpu/runtime.py")
     lines = module.read_text().splitlines()
-    check = lines.index("require_supported_cpu()")
-    assert lines[check + 1] == "_rt = ctypes.CDLL(str(_LIB_PATH))"
+    assert "_rt = load_runtime(_LIB_PATH)" in lines
+    assert not [line for line in lines if "ctypes.CDLL(" in line]
+    (neon,) = (tmp_path / SITE / "triton").glob("language/extra/cpu/neon.py")
+    assert "from flagtree_doctor.cpu_check import tle_neon_march" in neon.read_text().splitlines()
+
+
+def test_flagtree_cpu_packages_both_runtimes_and_the_manifest(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    """Both builds of libTritonCPURuntime (patches 0008 and 0010, as the stand-in cmake reads them from the
+    patched CMakeLists.txt) with one soname, and the manifest build-flagtree.sh wrote with the toolchain's
+    objdump and as from the baseline one's own instructions."""
+    from flagtree_doctor.manifest import read_manifest  # noqa: PLC0415
+    from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_RUNTIME  # noqa: PLC0415
+
+    readelf = require_executable("readelf", "binutils")
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
+    c_dir = tmp_path / SITE / "triton" / "_C"
+    for runtime in (ARMV9_RUNTIME, BASELINE_RUNTIME):
+        dynamic = subprocess.run(
+            [readelf, "-d", str(c_dir / runtime.library)], capture_output=True, text=True, check=True
+        ).stdout
+        assert "Library soname: [libTritonCPURuntime.so]" in dynamic, runtime.library
+    manifest = read_manifest(c_dir / str(BASELINE_RUNTIME.manifest))
+    assert manifest.march == BASELINE_RUNTIME.march
+    assert manifest.library == "libTritonCPURuntime.so"
+    needs = manifest.needs("flagtree_rehearsal_standin")  # the stand-in's one exported function
+    assert needs is not None and needs.features == frozenset()
+    paths = {entry["_path"] for entry in json.loads((tmp_path / "info" / "paths.json").read_text())["paths"]}
+    assert {
+        f"{SITE}/triton/_C/{name}" for name in (BASELINE_RUNTIME.library, BASELINE_RUNTIME.manifest)
+    } <= paths
 
 
 def test_standin_scripts_pass_shellcheck() -> None:

@@ -110,7 +110,7 @@ def test_op_names_are_the_cases() -> None:
 def test_kernels_are_skipped_where_the_cpu_cannot_run_them(monkeypatch: pytest.MonkeyPatch) -> None:
     triton = fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
     ran: list[tuple[str, ...]] = []
-    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat: ran.append(tuple(names)) or [])
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, **_: ran.append(tuple(names)) or [])
     outcomes = verify_cli.verify(triton, OP_NAMES, repeat=1, blockers=["the CPU lacks sve2"])
     assert (outcomes[-1].name, outcomes[-1].status) == ("ops", "skip")
     assert outcomes[-1].detail.startswith("kernels not run: the CPU lacks sve2")
@@ -127,7 +127,7 @@ def test_required_kernels_turn_the_skip_into_a_failure(
     monkeypatch.setitem(sys.modules, "triton", sys.modules["fake_triton"])
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: ModuleSpec(name, None))
     monkeypatch.setattr(verify_cli, "kernel_blockers", lambda: ["the CPU lacks sve2 (x: -march=y)"])
-    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat: pytest.fail("ran the kernels"))
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, **_: pytest.fail("ran the kernels"))
     console = Console(record=True, width=300, no_color=True, highlight=False)
     assert verify_cli.main(["--json"], env={}, console=console) == 0
     assert json.loads(console.export_text())["results"][-1]["status"] == "skip"
@@ -144,19 +144,85 @@ def test_required_kernels_turn_the_skip_into_a_failure(
 
 
 def test_kernel_blockers_follow_the_doctor() -> None:
-    from flagtree_doctor.capabilities import Capabilities, judge  # noqa: PLC0415
-    from flagtree_doctor.target import PACKAGE_TARGET  # noqa: PLC0415
+    """Verify skips the kernels only where no runtime runs: below dotprod, or off aarch64."""
+    from flagtree_doctor.capabilities import Capabilities  # noqa: PLC0415
+    from flagtree_doctor.target import ARMV9_RUNTIME  # noqa: PLC0415
+    from flagtree_doctor.tier import choose_tier  # noqa: PLC0415
 
     def blockers(machine: str, features: frozenset[str], bits: int | None) -> list[str]:
-        return judge(
-            Capabilities(machine=machine, features=features, source="test", sve_vector_bits=bits)
-        ).blockers
+        capabilities = Capabilities(machine=machine, features=features, source="test", sve_vector_bits=bits)
+        return list(choose_tier(capabilities).blockers)
 
-    armv9 = PACKAGE_TARGET.required_features
+    armv9 = ARMV9_RUNTIME.features
     assert blockers("aarch64", armv9, 128) == []
     assert blockers("x86_64", frozenset(), None) == ["this machine is x86_64, not aarch64"]
-    (no_sve2,) = blockers("aarch64", armv9 - {"sve2"}, 128)
-    assert no_sve2.startswith("the CPU lacks sve2 (")
-    assert blockers("aarch64", armv9, 256) == ["SVE vectors are 256 bits; the code assumes 128"]
-    # Without SVE2 the vector length is no blocker of its own: no length would make the code run.
-    assert len(blockers("aarch64", armv9 - {"sve2"}, 512)) == 1
+    # The baseline runtime runs where the Armv9 one cannot: without SVE2, or with longer vectors.
+    assert blockers("aarch64", armv9 - {"sve2"}, 128) == []
+    assert blockers("aarch64", armv9, 256) == []
+    (no_dotprod,) = blockers("aarch64", armv9 - {"asimddp"}, 512)
+    assert no_dotprod == "the CPU lacks asimddp (baseline runtime: -march=armv8.2-a+dotprod)"
+
+
+def test_ops_this_cpu_cannot_run_are_listed_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the baseline runtime: a step whose TLE ops call a function the CPU cannot run is `unsupported`, with
+    why, not run and not failed; the others run; the exit status is 0."""
+    from flagtree_doctor.manifest import UnsupportedOp  # noqa: PLC0415
+
+    pack = UnsupportedOp(op="tle_ops.sdot_pack_weights", function="sdot_pack_weights", missing=("i8mm",),
+                         evidence="i8mm: usdot ... (in sdot_pack_weights)")  # fmt: skip
+    mlp = UnsupportedOp(op="tle_ops.fused_mlp", function="fused_mlp_bf16", missing=("bf16",), evidence="x")
+    assert list(ops.unsupported_steps([mlp])) == ["fused_mlp"]
+    steps = ops.unsupported_steps([pack, mlp])
+    assert sorted(steps) == ["fused_mlp", "sdot_gemv", "sdot_gemv_fused_bf16", "sdot_pack_weights"]
+    assert steps["fused_mlp"] == f"{pack.describe()}; {mlp.describe()}"
+
+    ran: list[str] = []
+    monkeypatch.setattr(
+        ops, "importlib", types.SimpleNamespace(import_module=lambda name: types.SimpleNamespace())
+    )
+    monkeypatch.setattr(
+        ops, "CASES", {**ops.CASES, "rms_norm": lambda kernels, inputs: ran.append("rms_norm")}
+    )
+    monkeypatch.setattr(
+        ops, "judge", lambda name, trial, repeat: ops.Outcome(name=name, status="pass", detail="")
+    )
+    monkeypatch.setattr(ops, "_Inputs", lambda: None)  # no torch needed: the case above takes no inputs
+    outcomes = ops.run_ops(("rms_norm", "fused_mlp"), repeat=1, unsupported={"fused_mlp": "needs bf16"})
+    assert [(o.name, o.status) for o in outcomes[:2]] == [("rms_norm", "pass"), ("fused_mlp", "unsupported")]
+    assert outcomes[1].detail == "not on this CPU: needs bf16"
+    assert ran == ["rms_norm"]
+
+
+def test_verify_hands_the_unsupported_steps_to_run_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    triton = fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
+    monkeypatch.setattr(verify_cli, "_unsupported", lambda triton: {"fused_mlp": "needs bf16"})
+    seen: list[object] = []
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, unsupported: seen.append(unsupported) or [
+        ops.Outcome(name="fused_mlp", status="unsupported" if unsupported else "pass", detail="")])  # fmt: skip
+    outcomes = verify_cli.verify(triton, ("fused_mlp",), repeat=1, blockers=[])
+    assert seen == [{"fused_mlp": "needs bf16"}]
+    assert outcomes[-1].status == "unsupported"
+    verify_cli.verify(triton, ("fused_mlp",), repeat=1, blockers=[], force=True)
+    assert seen[-1] == {}  # --force runs them all
+
+
+def test_unsupported_ops_leave_the_exit_status_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An op this CPU cannot run is a row saying why, not a failure: `flagtree-verify` exits 0; a failed op
+    beside it still exits 1."""
+    fake_triton(monkeypatch, version="3.3.0", builders=BUILDER_METHODS)
+    monkeypatch.setitem(sys.modules, "triton", sys.modules["fake_triton"])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: ModuleSpec(name, None))
+    monkeypatch.setattr(verify_cli, "kernel_blockers", list)
+    monkeypatch.setattr(verify_cli, "_unsupported", lambda triton: {"fused_mlp": "needs bf16"})
+    results = [ops.Outcome(name="rms_norm", status="pass", detail="")]
+    monkeypatch.setattr(verify_cli, "run_ops", lambda names, repeat, unsupported: results + [
+        ops.Outcome(name=n, status="unsupported", detail=f"not on this CPU: {w}") for n, w in unsupported.items()])  # fmt: skip
+    console = Console(record=True, width=300, no_color=True, highlight=False)
+    assert verify_cli.main([], env={}, console=console) == 0
+    row = next(line for line in console.export_text().splitlines() if "fused_mlp" in line)
+    assert "unsupported" in row and "not on this CPU: needs bf16" in row
+    results.append(ops.Outcome(name="rms_norm_2", status="fail", detail="off by 3 ulp"))
+    assert verify_cli.main([], env={}, console=Console(record=True, width=300)) == 1
+    assert capsys.readouterr().err == ""

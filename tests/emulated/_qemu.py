@@ -33,6 +33,13 @@ def require_emulator() -> None:
         missing(f"the aarch64 sysroot {SYSROOT} has no python3.11", "bash tests/emulated/setup.sh")
 
 
+def require_libgomp() -> None:
+    """The sysroot's libgomp, which the stand-in runtimes (built with OpenMP, as the real one is) load."""
+    require_emulator()
+    if not (SYSROOT / "usr/lib/aarch64-linux-gnu/libgomp.so.1").exists():
+        missing(f"the aarch64 sysroot {SYSROOT} has no libgomp.so.1", "bash tests/emulated/setup.sh")
+
+
 def run_aarch64(
     cpu: str, *argv: str, env: dict[str, str] | None = None, pythonpath: tuple[Path, ...] = ()
 ) -> subprocess.CompletedProcess[str]:

@@ -10,10 +10,11 @@ set -euo pipefail
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/flagtree-feedstock"
 SYSROOT="${FLAGTREE_AARCH64_SYSROOT:-$CACHE_ROOT/aarch64-sysroot}"
-# What python3.11 needs to start and to load ctypes (libffi), plus libstdc++ for the GLIBCXX check.
+# What python3.11 needs to start and to load ctypes (libffi), plus libstdc++ for the GLIBCXX check and
+# libgomp for the stand-in runtimes, built with OpenMP as the real one is (tests/emulated/standin_runtime.c).
 PACKAGES=(
     libc6 libgcc-s1 libstdc++6 zlib1g libexpat1 libssl3 libffi8 libbz2-1.0 liblzma5 libuuid1 libcrypt1
-    libpython3.11-minimal libpython3.11-stdlib python3.11-minimal
+    libpython3.11-minimal libpython3.11-stdlib python3.11-minimal libgomp1
 )
 STAMP="$SYSROOT/.flagtree-sysroot"
 

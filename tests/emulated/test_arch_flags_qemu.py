@@ -23,12 +23,12 @@ import pytest
 from _qemu import PYTHON, require_emulator, run_aarch64
 
 from _tools import aarch64_gcc
-from flagtree_doctor.target import PACKAGE_TARGET
+from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_RUNTIME
 
 pytestmark = pytest.mark.emulated
 
 # The runtime's flags, as patch 0008 gives them (tests/test_arch_flags.py checks the patch says the same).
-ARCH_FLAGS = list(PACKAGE_TARGET.components[0].flags)
+ARCH_FLAGS = list(ARMV9_RUNTIME.flags)
 OPT = ["-O2", "-fPIC", "-shared"]  # FlagTree's TritonRelBuildWithAsserts is -O2 -g
 
 TRITON_C = r"""
@@ -106,6 +106,7 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "triton-upstream": ("triton.c", ARCH_FLAGS),  # global flags reach libtriton too
         "triton-patched": ("triton.c", []),  # the toolchain's default
         "runtime": ("runtime.c", ARCH_FLAGS),  # both ways
+        "runtime-baseline": ("runtime.c", list(BASELINE_RUNTIME.flags)),  # patch 0010's second build
         "runtime-without-flags": ("runtime.c", []),
     }
     for name, (source, flags) in builds.items():
@@ -131,6 +132,12 @@ def test_libtriton_built_each_way(cpu: str, libraries: dict[str, Path]) -> None:
 def test_the_runtime_needs_an_armv9_cpu_either_way(cpu: str, libraries: dict[str, Path]) -> None:
     """What FlagTree's CPU check (patch 0009) stands in front of."""
     assert outcome(cpu, CALL_RUNTIME, libraries["runtime"]) == OUTCOMES[cpu][2]
+
+
+@pytest.mark.parametrize("cpu", sorted(OUTCOMES))
+def test_the_baseline_build_runs_on_every_cpu_with_dotprod(cpu: str, libraries: dict[str, Path]) -> None:
+    """Patch 0010's build of the same source: its dotprod code, no SVE, runs on all three."""
+    assert outcome(cpu, CALL_RUNTIME, libraries["runtime-baseline"]) == SDOT
 
 
 def test_without_the_flags_the_runtime_would_be_a_stub(libraries: dict[str, Path]) -> None:

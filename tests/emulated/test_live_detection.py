@@ -24,21 +24,38 @@ def emulator() -> None:
     require_emulator()
 
 
-ARMV9 = ["asimd", "asimddp", "asimdhp", "bf16", "fphp", "i8mm", "sve", "sve2", "svebf16", "svei8mm"]
+MAX = [
+    "asimd",
+    "asimddp",
+    "asimdfhm",
+    "asimdhp",
+    "bf16",
+    "fphp",
+    "i8mm",
+    "sme",
+    "sve",
+    "sve2",
+    "svebf16",
+    "svei8mm",
+]
+ARMV82_DOTPROD = ["asimd", "asimddp", "asimdhp", "fphp"]
 
-# qemu -cpu model -> (features, SVE bits, cpu-features status, sve-vector-length status)
+# qemu -cpu model -> (features, SVE bits, the runtime it runs, cpu-features status, sve-vector-length status)
 VERDICTS = {
-    "cortex-a76": (["asimd", "asimddp", "asimdhp", "fphp"], None, "fail", "skip"),
-    # No SVE2: the vector length check is skipped (no length would help), cpu-features says why.
-    "a64fx": (["asimd", "asimdhp", "fphp", "sve"], 512, "fail", "skip"),
-    "max": ([*ARMV9[:6], "sme", *ARMV9[6:]], 512, "ok", "fail"),
-    "max,sve-default-vector-length=16": ([*ARMV9[:6], "sme", *ARMV9[6:]], 128, "ok", "ok"),
+    "cortex-a76": (ARMV82_DOTPROD, None, "baseline", "ok", "skip"),
+    "neoverse-n1": (ARMV82_DOTPROD, None, "baseline", "ok", "skip"),
+    # No dotprod: refused; no vector length would help, so that check is skipped.
+    "a64fx": (["asimd", "asimdhp", "fphp", "sve"], 512, None, "fail", "skip"),
+    # Every Armv9 feature but longer vectors: the baseline runtime, and a warning with the fix for the Armv9 one.
+    "max": (MAX, 512, "baseline", "ok", "warn"),
+    "max,sve-default-vector-length=32": (MAX, 256, "baseline", "ok", "warn"),
+    "max,sve-default-vector-length=16": (MAX, 128, "armv9", "ok", "ok"),
 }
 
 
 @pytest.mark.parametrize("cpu", sorted(VERDICTS))
 def test_doctor_live_verdict(cpu: str) -> None:
-    features, bits, feature_status, vl_status = VERDICTS[cpu]
+    features, bits, tier, feature_status, vl_status = VERDICTS[cpu]
     done = run_aarch64(
         cpu, str(PYTHON), "-m", "flagtree_doctor", "--json", "cpu-features", "sve-vector-length"
     )
@@ -46,6 +63,7 @@ def test_doctor_live_verdict(cpu: str) -> None:
     assert report["machine"] == "aarch64"
     assert report["features"] == features
     assert report["sve_vector_bits"] == bits
+    assert report["tier"] == tier
     assert [c["status"] for c in report["checks"]] == [feature_status, vl_status]
     assert done.returncode == 1 if "fail" in (feature_status, vl_status) else done.returncode == 0
 
@@ -74,11 +92,7 @@ def test_python_reads_the_same_auxv_as_c(cpu: str, probe: Path) -> None:
 
 # The flagtree-cpu package test's gate, run as it runs on a builder: skip, with the reason, unless the CPU
 # can run the kernels (then it goes on to import torch and triton, which this sysroot does not have).
-GATE_REASONS = {
-    "cortex-a76": "the CPU lacks bf16, i8mm, sve, sve2, svebf16, svei8mm",
-    "a64fx": "the CPU lacks asimddp, bf16, i8mm, sve2, svebf16, svei8mm",
-    "max": "SVE vectors are 512 bits; the code assumes 128",
-}
+GATE_REASONS = {"a64fx": "the CPU lacks asimddp (baseline runtime: -march=armv8.2-a+dotprod)"}
 
 
 @pytest.mark.parametrize("cpu", sorted(GATE_REASONS))
@@ -102,9 +116,10 @@ def test_package_test_fails_where_a_job_requires_kernels(cpu: str) -> None:
     assert len(done.stdout.splitlines()) == 1
 
 
-def test_package_test_runs_kernels_on_an_armv9_cpu_with_128_bit_sve() -> None:
+@pytest.mark.parametrize("cpu", ["max,sve-default-vector-length=16", "cortex-a76", "neoverse-n1", "max"])
+def test_package_test_runs_kernels_on_every_cpu_with_dotprod(cpu: str) -> None:
     done = run_aarch64(
-        "max,sve-default-vector-length=16",
+        cpu,
         str(PYTHON),
         str(REPO / "recipe" / "test_rms_norm.py"),
         env={"FLAGTREE_REQUIRE_KERNELS": "1"},

@@ -15,8 +15,12 @@ build's own compiler: real aarch64 ELF files (one object, made of tests/rehearsa
 - FlagTree (``project(triton``): configure checks what FlagTree's CMake finds (MLIR's and LLVM's CMake
   packages under ``LLVM_LIBRARY_DIR``, pybind11); ``--build`` links ``libtriton.so`` against every plain
   library FlagTree's CMakeLists.txt links (``z``, ``stdc++fs``) with the build's LDFLAGS, so a library no
-  host requirement provides fails with the linker's own message, and puts ``libTritonCPURuntime.so`` and
-  sleef's ``libsleef.so`` beside it in ``CMAKE_LIBRARY_OUTPUT_DIRECTORY``; ``--install`` installs sleef's
+  host requirement provides fails with the linker's own message, and puts sleef's ``libsleef.so`` and each
+  build of ``libTritonCPURuntime.so`` the (patched) CMakeLists.txt declares beside it in
+  ``CMAKE_LIBRARY_OUTPUT_DIRECTORY``: on aarch64 the Armv9 one with the flags of
+  ``FLAGTREE_CPU_RUNTIME_ARCH_FLAGS`` (patch 0008), and the baseline one with
+  ``FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS`` in the folder its ``LIBRARY_OUTPUT_DIRECTORY`` names (patch 0010), each
+  compiled with those flags and the runtime's soname; ``--install`` installs sleef's
   files (its only install rules) into the prefix, and refuses one outside the build's folders. The link
   also takes FlagTree's codegen pair for ``CMAKE_SYSTEM_PROCESSOR`` (``LLVMAArch64CodeGen`` and
   ``LLVMAArch64AsmParser`` on aarch64, the X86 pair on x86_64; CMake's default processor is the build
@@ -420,10 +424,40 @@ def build_step(argv: list[str]) -> None:
     )
     libraries += [f"LLVM{arch}CodeGen", f"LLVM{arch}AsmParser"]
     shared_library(build, out / "libtriton.so", libraries, library_dirs=[defines["LLVM_LIBRARY_DIR"]])
-    shared_library(build, out / "libTritonCPURuntime.so")
+    for relative, flags in runtime_builds(Path(str(state["source"])), target):
+        runtime_library(build, out / relative, flags)
     shared_library(build, out / "libsleef.so.3", soname="libsleef.so.3")
     (out / "libsleef.so").unlink(missing_ok=True)
     (out / "libsleef.so").symlink_to("libsleef.so.3")
+
+
+RUNTIME_FLAGS = re.compile(r"^\s*set\((FLAGTREE_CPU_RUNTIME_(?:ARCH|BASELINE)_FLAGS) ([^)]*)\)", re.MULTILINE)
+BASELINE_FOLDER = re.compile(r"LIBRARY_OUTPUT_DIRECTORY \$\{CMAKE_LIBRARY_OUTPUT_DIRECTORY\}/([\w.-]+)\)")
+
+
+def runtime_builds(source: Path, target: str) -> list[tuple[Path, list[str]]]:
+    """The builds of libTritonCPURuntime FlagTree's CMakeLists.txt declares: (path under the library folder,
+    flags). Its flags are set for aarch64 only (CMAKE_SYSTEM_PROCESSOR), so elsewhere the one build has none."""
+    text = (source / "CMakeLists.txt").read_text(errors="replace")
+    flags = dict(RUNTIME_FLAGS.findall(text)) if CODEGEN.get(target) == "AArch64" else {}
+    builds = [(Path("libTritonCPURuntime.so"), flags.get("FLAGTREE_CPU_RUNTIME_ARCH_FLAGS", "").split())]
+    folder = BASELINE_FOLDER.search(text)
+    if folder and "FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS" in flags:
+        baseline = flags["FLAGTREE_CPU_RUNTIME_BASELINE_FLAGS"].split()
+        builds.append((Path(folder[1]) / "libTritonCPURuntime.so", baseline))
+    return builds
+
+
+def runtime_library(build: Path, target: Path, flags: list[str]) -> None:
+    """One build of the runtime: the stand-in object compiled with ``flags``, linked with the runtime's soname."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC") or fail("CC is not set (the compiler package's activation sets it)")
+    obj = build / f"runtime-{target.parent.name}.o"
+    cflags = shlex.split(os.environ.get("CFLAGS", ""))
+    run([*shlex.split(str(cc)), *cflags, *flags, "-fPIC", "-c", str(STANDIN_C), "-o", str(obj)])
+    cxx = os.environ.get("CXX") or fail("CXX is not set (the compiler package's activation sets it)")
+    run([*shlex.split(str(cxx)), "-shared", "-o", str(target), str(obj), "-Wl,-soname,libTritonCPURuntime.so",
+         *shlex.split(os.environ.get("LDFLAGS", ""))])  # fmt: skip
 
 
 def install_step(argv: list[str]) -> None:

@@ -61,6 +61,12 @@ CHECKS: tuple[Check, ...] = (
         summary="triton/_C, cpu backend, tle_ops",
         run=runtime.check_install,
     ),
+    Check(
+        id="tle-ops",
+        group="runtime",
+        summary="TLE ops this CPU cannot run, and why",
+        run=runtime.check_tle_ops,
+    ),
     Check(id="glibc", group="glibc", summary="GLIBC versions the binaries need", run=glibc.check_glibc),
     Check(id="glibcxx", group="glibc", summary="GLIBCXX/GCC runtime versions", run=glibc.check_glibcxx),
     Check(id="triton-load", group="runtime", summary="triton/_C libraries load", run=runtime.check_load),

@@ -2,7 +2,7 @@
 
 Features and the SVE vector length come from :mod:`.capabilities` live, and with ``--root`` from the tree
 (the features every block of ``proc/cpuinfo`` lists, ``proc/sys/abi/sve_default_vector_length``); the
-verdict on them is :func:`.capabilities.judge`, the one FlagTree's CPU check uses too.
+runtime chosen on them is :func:`.tier.choose_tier`'s, the one FlagTree's CPU check uses too.
 Cores always come from ``sys/devices/system/cpu`` and every processor block of ``proc/cpuinfo``.
 """
 
@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import openmp
-from .capabilities import KNOWN_FEATURES, Capabilities, judge, live_capabilities
+from .capabilities import KNOWN_FEATURES, Capabilities, live_capabilities
 from .model import CheckResult, Facts, System
-from .target import PACKAGE_TARGET
+from .target import ARMV9_RUNTIME, BASELINE_RUNTIME
+from .tier import TierChoice, choose_tier
 
 IMPLEMENTER_ARM = 0x41
 IMPLEMENTER_FUJITSU = 0x46
@@ -115,6 +116,10 @@ class CpuFacts:
     @property
     def sve_vector_bits(self) -> int | None:
         return self.capabilities.sve_vector_bits
+
+    @property
+    def choice(self) -> TierChoice:
+        return choose_tier(self.capabilities)
 
 
 def parse_cpuinfo(text: str) -> tuple[CpuinfoBlock, ...]:
@@ -227,63 +232,73 @@ def cpu_facts(facts: Facts) -> CpuFacts:
 
 def check_features(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
-    verdict, check = judge(cpu.capabilities), "cpu-features"
-    if not verdict.aarch64:
+    choice, check = cpu.choice, "cpu-features"
+    if cpu.machine != "aarch64":
         return CheckResult(
             id=check,
             status="fail",
             message=f"this machine is {cpu.machine}; flagtree-cpu runs on aarch64 (Arm64) only",
-            fix="run on an Armv9 aarch64 machine with SVE2 (e.g. Neoverse N2/V2, Cortex-A720)",
+            fix="run on an aarch64 machine with dotprod (Armv8.2 or newer, e.g. Neoverse N1 or Cortex-A76)",
         )
-    if verdict.lacking:
-        missing = [
-            f"{component.name} needs {', '.join(lacks)} (-march={component.march})"
-            for component, lacks in verdict.lacking
-        ]
+    if choice.runtime is None:
         return CheckResult(
             id=check,
             status="fail",
-            message="; ".join(missing) + ": its code stops with SIGILL here",
-            fix="use an Armv9 CPU with SVE2, i8mm and bf16 (Neoverse N2/V2, Cortex-A710/A720/X2 or newer)",
+            message=f"{'; '.join(choice.blockers)}: no build of the runtime runs here (below dotprod its code "
+            "stops with SIGILL)",
+            fix="use an aarch64 CPU with dotprod (Armv8.2 or newer, e.g. Neoverse N1/V1/N2, Cortex-A76, Apple M1)",
+        )
+    if choice.tier == "armv9":
+        return CheckResult(
+            id=check,
+            status="ok",
+            message=f"Armv9 runtime (-march={ARMV9_RUNTIME.march}): every core has "
+            f"{', '.join(sorted(ARMV9_RUNTIME.features))} (from {cpu.capabilities.source})",
         )
     return CheckResult(
         id=check,
         status="ok",
-        message=f"has {', '.join(sorted(PACKAGE_TARGET.required_features))} (from {cpu.capabilities.source})",
+        message=f"baseline runtime (-march={BASELINE_RUNTIME.march}), not the Armv9 one: "
+        f"{'; '.join(choice.not_armv9)} (from {cpu.capabilities.source}); tle-ops lists the ops it runs here",
     )
 
 
 def check_sve_vector_length(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
-    verdict, check, want = judge(cpu.capabilities), "sve-vector-length", PACKAGE_TARGET.sve_vector_bits
+    choice, check = cpu.choice, "sve-vector-length"
+    want = ARMV9_RUNTIME.sve_vector_bits or 128
     if "sve" not in cpu.features:
         return CheckResult(id=check, status="skip", message="no SVE on this CPU (see cpu-features)")
-    if verdict.lacking:  # no vector length makes up for a missing feature: say so, suggest nothing
-        # not a version order: CPU feature names
-        lacks = sorted({feature for _, missing in verdict.lacking for feature in missing})
+    # not a version order: CPU feature names
+    lacks = sorted(ARMV9_RUNTIME.features - cpu.features)
+    if lacks:  # no vector length makes up for a missing feature: say so, suggest nothing
         seen = f"SVE vectors are {cpu.sve_vector_bits} bits, but " if cpu.sve_vector_bits else ""
+        runs = "the baseline runtime, which uses no SVE, runs" if choice.runtime else "nothing runs"
         return CheckResult(
             id=check,
             status="skip",
-            message=f"{seen}without {', '.join(lacks)} no SVE vector length lets the package run here "
-            "(see cpu-features)",
+            message=f"{seen}without {', '.join(lacks)} no SVE vector length lets the Armv9 runtime run here; "
+            f"{runs} (see cpu-features)",
         )
     if cpu.sve_vector_bits is None:
         return CheckResult(
             id=check,
             status="warn",
-            message=f"SVE vector length unknown; the package assumes {want} bits",
+            message=f"SVE vector length unknown, so the baseline runtime is used; the Armv9 one assumes {want} bits",
             fix="cat /proc/sys/abi/sve_default_vector_length (bytes) should print 16",
         )
-    if verdict.wrong_vector_length:
+    if cpu.sve_vector_bits != want:
         return CheckResult(
             id=check,
-            status="fail",
-            message=f"SVE vectors are {cpu.sve_vector_bits} bits; the package is built with "
-            f"-msve-vector-bits={want}, whose code is only right at {want} bits",
+            status="warn",
+            message=f"SVE vectors are {cpu.sve_vector_bits} bits; the Armv9 runtime is built with "
+            f"-msve-vector-bits={want}, whose code is only right at {want} bits, so the slower baseline runtime "
+            "is used",
             fix=f"echo {want // 8} | sudo tee /proc/sys/abi/sve_default_vector_length, then start a new shell",
         )
-    return CheckResult(id=check, status="ok", message=f"SVE vectors are {want} bits, as built")
+    return CheckResult(
+        id=check, status="ok", message=f"SVE vectors are {want} bits, as the Armv9 runtime is built"
+    )
 
 
 def check_core_types(facts: Facts) -> CheckResult:

@@ -2,7 +2,8 @@
 
 ``version_needs`` is what ``readelf -V`` prints as "Version needs" (``.gnu.version_r``, e.g.
 ``libstdc++.so.6: GLIBCXX_3.4.30``), ``version_definitions`` its "Version definition" section, and
-``dynamic_info`` the ``DT_NEEDED``/``DT_RPATH``/``DT_RUNPATH`` entries. ELF64 and ELF32, either byte order.
+``dynamic_info`` the ``DT_NEEDED``/``DT_RPATH``/``DT_RUNPATH`` entries, ``undefined_symbols`` the names a
+shared object takes from others (``.dynsym``). ELF64 and ELF32, either byte order.
 
 Only the bytes these need are read: the ELF header, the section header table and the sections named there
 (a few kilobytes to a few megabytes of a file that may be hundreds), from a path or from any
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import BinaryIO, Protocol, TypeVar
 
 SHT_DYNAMIC = 6
+SHT_DYNSYM = 11
+SHN_UNDEF = 0
 SHT_GNU_VERDEF = 0x6FFFFFFD
 SHT_GNU_VERNEED = 0x6FFFFFFE
 DT_NULL, DT_NEEDED, DT_RPATH, DT_RUNPATH = 0, 1, 15, 29
@@ -47,6 +50,15 @@ class _FileSource:
     def read_at(self, offset: int, size: int) -> bytes:
         self.handle.seek(offset)
         return self.handle.read(size)
+
+
+class _BytesSource:
+    def __init__(self, data: bytes, name: str) -> None:
+        self.data = data
+        self.name = name
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
 
 
 class ElfError(ValueError):
@@ -239,6 +251,25 @@ def _dynamic_info(elf: _Elf) -> DynamicInfo:
             elif tag == DT_RUNPATH:
                 runpath.extend(p for p in elf.string(strings, value).split(":") if p)
     return DynamicInfo(machine=elf.machine, needed=tuple(needed), rpath=tuple(rpath), runpath=tuple(runpath))
+
+
+def undefined_symbols(data: bytes, name: str) -> frozenset[str]:
+    """The symbols the shared object ``data`` (called ``name`` in errors) takes from other objects."""
+    elf = _Elf(_BytesSource(data, name))
+    section = elf.of_type(SHT_DYNSYM)
+    if section is None:
+        return frozenset()
+    strings = elf.linked(section)
+    names = set()
+    step = section.entsize or (24 if elf.is64 else 16)
+    for offset in range(section.offset + step, section.offset + section.size, step):  # entry 0 is null
+        if elf.is64:
+            name_index, _, _, shndx, _, _ = elf.entry(section, "IBBHQQ", offset)
+        else:
+            name_index, _, _, _, _, shndx = elf.entry(section, "IIIBBH", offset)
+        if shndx == SHN_UNDEF and name_index:
+            names.add(elf.string(strings, name_index))
+    return frozenset(names)
 
 
 def version_key(name: str) -> tuple[int, ...]:

@@ -12,7 +12,8 @@ from . import openmp
 from .checks import CHECKS
 from .cpu import CpuFacts, cpu_facts, format_cpu_list
 from .model import STATUSES, CheckResult, Facts
-from .target import PACKAGE_TARGET
+from .runtime import OpsVerdict, ops_verdict
+from .target import BASELINE_RUNTIME, RUNTIME_BUILDS, RuntimeBuild
 
 SCHEMA_VERSION = "1"
 
@@ -22,6 +23,23 @@ def _cpu_or_none(facts: Facts) -> CpuFacts | None:
         return cpu_facts(facts)
     except Exception:  # noqa: BLE001 - the cpu checks already report the crash as a fail row
         return None
+
+
+def _ops_or_none(facts: Facts) -> OpsVerdict | None:
+    try:
+        return ops_verdict(facts)
+    except Exception:  # noqa: BLE001 - the tle-ops check reports it as a fail row
+        return None
+
+
+def _build(build: RuntimeBuild) -> dict[str, object]:
+    return {
+        "tier": build.tier,
+        "features": sorted(build.features),
+        "sve_vector_bits": build.sve_vector_bits,
+        "march": [build.march],
+        "library": build.library,
+    }
 
 
 def recommended_env(cpu: CpuFacts | None) -> dict[str, str]:
@@ -42,6 +60,8 @@ def exit_status(results: Sequence[CheckResult]) -> int:
 
 def to_json(facts: Facts, results: Sequence[CheckResult]) -> dict[str, object]:
     cpu = _cpu_or_none(facts)
+    choice = cpu.choice if cpu else None
+    ops = _ops_or_none(facts) if choice and choice.runtime else None
     counts = Counter(r.status for r in results)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -57,11 +77,17 @@ def to_json(facts: Facts, results: Sequence[CheckResult]) -> dict[str, object]:
             {"cpu": c.cpu, "model": c.model, "capacity": c.capacity, "governor": c.governor}
             for c in (cpu.cores if cpu else ())
         ],
-        "compiled_for": {
-            "features": sorted(PACKAGE_TARGET.required_features),
-            "sve_vector_bits": PACKAGE_TARGET.sve_vector_bits,
-            "march": [c.march for c in PACKAGE_TARGET.components],
-        },
+        # The runtime this CPU loads (the baseline one, the floor, where none fits), then both builds.
+        "compiled_for": _build((choice.runtime if choice else None) or BASELINE_RUNTIME),
+        "tier": choice.tier if choice else None,
+        "runtimes": [_build(build) for build in RUNTIME_BUILDS],
+        # null: not known here (no runtime fits, or no FlagTree install with its manifest was found)
+        "unsupported_ops": None
+        if ops is None
+        else [
+            {"op": op.op, "function": op.function, "missing": list(op.missing), "evidence": op.evidence}
+            for op in ops.unsupported
+        ],
         "checks": [{"id": r.id, "status": r.status, "message": r.message, "fix": r.fix} for r in results],
         "summary": {status: counts.get(status, 0) for status in STATUSES},
     }
@@ -75,6 +101,10 @@ def summary_lines(facts: Facts, results: Sequence[CheckResult]) -> list[str]:
         return []
     vl = f", SVE {cpu.sve_vector_bits}-bit" if cpu.sve_vector_bits else ""
     lines = [f"CPU features: {' '.join(sorted(cpu.features)) or '-'}{vl}"]
+    runtime = cpu.choice.runtime
+    lines.append(
+        f"runtime: {runtime.tier} (-march={runtime.march})" if runtime else "runtime: none runs on this CPU"
+    )
     if cpu.layout.little:
         lines.append(
             f"cores: big {format_cpu_list(cpu.layout.big)}, little {format_cpu_list(cpu.layout.little)} "

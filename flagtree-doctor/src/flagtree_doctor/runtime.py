@@ -1,4 +1,5 @@
-"""Runtime checks: the FlagTree install (``triton/_C``, the cpu backend, ``tle_ops``) and that it loads.
+"""Runtime checks: the FlagTree install (``triton/_C``, the cpu backend, ``tle_ops``), that it loads, and the
+TLE ops this CPU cannot run on the baseline runtime (its manifest says which function needs what).
 
 Loading happens in a child Python, so a SIGILL (binaries built for a CPU this one is not) or a missing
 GLIBCXX stops the child, not the doctor, and the report names the signal.
@@ -14,13 +15,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .capabilities import judge, live_capabilities
+from .cpu import cpu_facts
+from .manifest import ManifestError, UnsupportedOp, read_manifest, unsupported_ops
 from .model import CheckResult, Facts, System
-from .target import BUILDER_METHODS, RUNTIME_LIBRARIES
+from .target import BASELINE_FILES, BASELINE_RUNTIME, BUILDER_METHODS, RUNTIME_LIBRARIES, Tier
 
 # Files of an install whose absence upstream's FAQ explains (4: incomplete symlinks -> no tle_ops).
 _REQUIRED_FILES: tuple[str, ...] = (
-    *(f"_C/{name}" for name in RUNTIME_LIBRARIES),
+    *(f"_C/{name}" for name in (*RUNTIME_LIBRARIES, *BASELINE_FILES)),
     "backends/cpu/compiler.py",
     "backends/cpu/driver.py",
     "language/extra/cpu/tle_ops.py",
@@ -33,13 +35,13 @@ _ROOT_PATTERNS: tuple[str, ...] = (
 )
 _LOAD_TIMEOUT_SECONDS = 120
 
-# Run by a child Python: preload the runtime libraries as the cpu driver does (where this CPU can run them:
-# elsewhere FlagTree's own CPU check stops before they load), import libtriton, list the builder methods it
-# lacks.
+# Run by a child Python: preload the runtime libraries as the cpu driver does, libTritonCPURuntime of this CPU's
+# tier (where this CPU can run one: elsewhere FlagTree's own CPU check stops before they load), import
+# libtriton, list the builder methods it lacks.
 _LOAD_SCRIPT = """
 import ctypes, importlib, json, sys
-c_dir, preload, names = sys.argv[1], sys.argv[2] == "preload", sys.argv[3:]
-for lib in ("libsleef.so", "libTritonCPURuntime.so") if preload else ():
+c_dir, runtime, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+for lib in ("libsleef.so", runtime) if runtime else ():
     ctypes.CDLL(c_dir + "/" + lib, mode=ctypes.RTLD_GLOBAL)
 builder = importlib.import_module("triton._C.libtriton").ir.builder
 print(json.dumps({"missing": [n for n in names if not hasattr(builder, n)]}))
@@ -117,9 +119,16 @@ def check_load(facts: Facts) -> CheckResult:
         return CheckResult(id=check, status="skip", message="libraries are not loaded from a --root tree")
     if install is None:
         return CheckResult(id=check, status="skip", message="FlagTree is not installed (see triton-install)")
-    runtime_too = not judge(live_capabilities()).blockers
-    preload = "preload" if runtime_too else "libtriton-only"
-    argv = [sys.executable, "-c", _LOAD_SCRIPT, str(install.c_dir), preload, *BUILDER_METHODS]
+    runtime = cpu_facts(facts).choice.runtime
+    runtime_too = runtime is not None
+    argv = [
+        sys.executable,
+        "-c",
+        _LOAD_SCRIPT,
+        str(install.c_dir),
+        runtime.library if runtime else "",
+        *BUILDER_METHODS,
+    ]
     try:
         done = subprocess.run(
             argv,
@@ -179,3 +188,65 @@ def _present(system: System, path: Path) -> bool:
     if path.name == "libsleef.so":  # the versioned file counts too
         return bool(system.glob(f"{path}*"))
     return system.path(path).exists()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpsVerdict:
+    """The ops this CPU cannot run on its tier's runtime (none on the Armv9 tier)."""
+
+    tier: Tier
+    unsupported: tuple[UnsupportedOp, ...]
+
+
+def ops_verdict(facts: Facts) -> OpsVerdict | None:
+    """The verdict on the TLE ops, or ``None`` where it cannot be known (no runtime fits, no install)."""
+    value = facts.memo("ops", lambda: _ops_verdict(facts))
+    assert value is None or isinstance(value, OpsVerdict)
+    return value
+
+
+def _ops_verdict(facts: Facts) -> OpsVerdict | None:
+    choice = cpu_facts(facts).choice
+    if choice.tier is None:
+        return None
+    if choice.tier == "armv9":
+        return OpsVerdict(tier="armv9", unsupported=())
+    install = triton_facts(facts)
+    if install is None:
+        return None
+    manifest = read_manifest(facts.system.path(install.c_dir / str(BASELINE_RUNTIME.manifest)))
+    return OpsVerdict(tier=choice.tier, unsupported=tuple(unsupported_ops(manifest, choice.features)))
+
+
+def check_tle_ops(facts: Facts) -> CheckResult:
+    check = "tle-ops"
+    choice = cpu_facts(facts).choice
+    if choice.tier is None:
+        return CheckResult(
+            id=check, status="skip", message="no build of the runtime runs here (see cpu-features)"
+        )
+    if choice.tier == "baseline" and triton_facts(facts) is None:
+        return CheckResult(id=check, status="skip", message="FlagTree is not installed (see triton-install)")
+    try:
+        verdict = ops_verdict(facts)
+    except ManifestError as exc:
+        return CheckResult(
+            id=check,
+            status="fail",
+            message=str(exc).partition("; reinstall")[0],
+            fix="conda install --force-reinstall flagtree-cpu",
+        )
+    assert verdict is not None
+    if verdict.tier == "armv9":
+        return CheckResult(id=check, status="ok", message="every TLE op runs here (the Armv9 runtime)")
+    if not verdict.unsupported:
+        return CheckResult(id=check, status="ok", message="every TLE op runs here on the baseline runtime")
+    # not a version order: CPU feature names
+    missing = sorted({feature for op in verdict.unsupported for feature in op.missing})
+    return CheckResult(
+        id=check,
+        status="warn",
+        message=f"on the baseline runtime this CPU cannot run {'; '.join(op.describe() for op in verdict.unsupported)}"
+        "; the other ops run (each of these raises UnsupportedCpuError naming what is missing)",
+        fix=f"these ops need a CPU with {', '.join(missing)} (every core)",
+    )

@@ -146,6 +146,31 @@ def main() -> None:
     qemu = CoreSpec(implementer=0x00, variant=0, part=0x051, revision=0, features=qemu_features)
     write_machine("qemu-max", [qemu] * 4, sve_default_bytes=64, bogomips="125.00")
 
+    # Armv8.2 cores with dotprod and fp16, without SVE, i8mm or bf16 (Arm's Neoverse N1 and Cortex-A76
+    # technical reference manuals): the features Linux prints for them, in its order (hwcap_str in
+    # arch/arm64/kernel/cpuinfo.c).
+    armv82_features = (
+        "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+    )
+
+    # AWS Graviton2 (an m6g.4xlarge: 16 vCPUs), Neoverse N1 r3p1; a Nitro VM exposes no cpufreq.
+    n1 = CoreSpec(
+        implementer=0x41, variant=3, part=0xD0C, revision=1, features=armv82_features + " ssbs", capacity=1024
+    )
+    write_machine("neoverse-n1-graviton2", [n1] * 16, sve_default_bytes=None, bogomips="243.75")
+
+    # Raspberry Pi 5 (Broadcom BCM2712): 4x Cortex-A76 r4p1, Raspberry Pi OS's ondemand governor.
+    a76 = CoreSpec(
+        implementer=0x41,
+        variant=4,
+        part=0xD0B,
+        revision=1,
+        features=armv82_features,
+        capacity=1024,
+        governor="ondemand",
+    )
+    write_machine("cortex-a76-raspberry-pi-5", [a76] * 4, sve_default_bytes=None, bogomips="108.00")
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """``flagtree-verify [--json | --version] [--repeat N] [--force] [OP ...]``: the flagtree-cpu package test.
 
-Exit status: 0 every step passed (or was skipped), 1 a step failed or raised (also: kernels were skipped
+Exit status: 0 every step passed (or was skipped, or is an op this CPU cannot run: ``unsupported``, with why),
+1 a step failed or raised (also: kernels were skipped
 where ``FLAGTREE_REQUIRE_KERNELS=1`` requires them), 2 bad input, or FlagTree (or torch) is not installed
 here, so there is nothing to verify. Under ``--json`` every outcome, an error too, is one JSON object.
 """
@@ -12,6 +13,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import ModuleType
 
 from rich import box
@@ -21,11 +23,13 @@ from rich.table import Table
 
 from flagtree_doctor import __version__
 from flagtree_doctor._cli import ArgumentParser, report_error
-from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required
+from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required, live_choice
 from flagtree_doctor.errors import ConfigurationError, DoctorError, NotInstalledError
+from flagtree_doctor.manifest import read_manifest, unsupported_ops
+from flagtree_doctor.target import BASELINE_RUNTIME
 from flagtree_doctor.terminal import new_console, print_json
 
-from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops
+from .ops import NOT_EXERCISED, OP_NAMES, Outcome, check_install, run_ops, unsupported_steps
 from .references import TOLERANCES
 
 PROG = "flagtree-verify"
@@ -88,6 +92,7 @@ def main(
         repeat=args.repeat,
         blockers=blockers,
         kernels_required=required,
+        force=args.force,
     )
     gate = next((o for o in outcomes if o.name == "ops" and o.status == "fail"), None)
     if gate is not None:  # the kernels were required here: the one line CI logs show
@@ -109,10 +114,13 @@ def verify(
     repeat: int,
     blockers: Sequence[str],
     kernels_required: bool = False,
+    force: bool = False,
 ) -> list[Outcome]:
     """The install checks, then the ops: unless the install is broken or this CPU cannot run the kernels.
 
-    Kernels this CPU cannot run are skipped, or, where the job requires them, a failure naming why.
+    Kernels this CPU cannot run are skipped, or, where the job requires them, a failure naming why. On the
+    baseline runtime the ops whose runtime function needs what this CPU lacks are listed as unsupported
+    (``force`` runs them too).
     """
     outcomes = check_install(triton)
     if not all(o.status == "pass" for o in outcomes):
@@ -126,8 +134,24 @@ def verify(
         )
         outcomes.append(Outcome(name="ops", status="skip", detail=detail))
     else:
-        outcomes += run_ops(tuple(names), repeat=repeat)
+        try:
+            unsupported = {} if force else _unsupported(triton)
+        except Exception as exc:  # noqa: BLE001 - a damaged manifest is this step's error, not a crash
+            outcomes.append(Outcome(name="ops", status="error", detail=f"{type(exc).__name__}: {exc}"))
+            return outcomes
+        outcomes += run_ops(tuple(names), repeat=repeat, unsupported=unsupported)
     return outcomes
+
+
+def _unsupported(triton: ModuleType) -> dict[str, str]:
+    """The steps this CPU cannot run on its runtime (the baseline one's manifest says which), with why."""
+    choice = live_choice()
+    if choice.tier != "baseline" or triton.__file__ is None:
+        return {}
+    c_dir = Path(triton.__file__).parent / "_C"
+    return unsupported_steps(
+        unsupported_ops(read_manifest(c_dir / str(BASELINE_RUNTIME.manifest)), choice.features)
+    )
 
 
 def to_json(outcomes: Sequence[Outcome]) -> dict[str, object]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
+from flagtree_doctor.manifest import UnsupportedOp
 from flagtree_doctor.target import BUILDER_METHODS
 
 from . import references
@@ -24,7 +25,8 @@ from .references import TOLERANCES
 if TYPE_CHECKING:
     from torch import Tensor
 
-Verdict = Literal["pass", "fail", "error", "skip"]
+# unsupported: an op this CPU cannot run on its runtime (flagtree-doctor's tle-ops check says why); not a failure.
+Verdict = Literal["pass", "fail", "error", "skip", "unsupported"]
 EXPECTED_TRITON_SERIES = "3.3."
 SEED = 20260604
 
@@ -292,16 +294,46 @@ CASES: dict[str, Callable[[ModuleType, _Inputs], Trial]] = {
     "neon_sdot": _neon_sdot,
 }
 OP_NAMES: tuple[str, ...] = tuple(CASES)
+# The TLE ops (flagtree_doctor.target.TLE_OP_FUNCTIONS) each step's kernels call: the SDOT steps pack their
+# weights first; neon_sdot's tle_ops.sdot is the SDOT instruction inline and calls no runtime function.
+USES: dict[str, tuple[str, ...]] = {
+    "rms_norm": ("rms_norm",),
+    "swiglu": ("swiglu",),
+    "sdot_pack_weights": ("sdot_pack_weights",),
+    "sdot_gemv": ("sdot_pack_weights", "sdot_gemv"),
+    "sdot_gemv_fused_bf16": ("sdot_pack_weights", "sdot_gemv_fused_bf16"),
+    "fused_mlp": ("sdot_pack_weights", "fused_mlp"),
+    "flash_attn_decode": ("flash_attn_decode",),
+    "neon_sdot": (),
+}
 # Whole-model ops: they need a transformer's worth of packed weights, caches and RoPE tables.
 NOT_EXERCISED: tuple[str, ...] = ("fused_transformer_layer", "fused_decode_step")
 
 
-def run_ops(names: tuple[str, ...], *, repeat: int) -> list[Outcome]:
-    """Each named op end to end (FlagTree and torch must be importable)."""
+def unsupported_steps(unsupported: Iterable[UnsupportedOp]) -> dict[str, str]:
+    """The steps that call an op this CPU cannot run, each with why (the ops' descriptions)."""
+    by_op = {u.op.removeprefix("tle_ops."): u for u in unsupported if u.op.startswith("tle_ops.")}
+    return {
+        step: "; ".join(by_op[op].describe() for op in ops if op in by_op)
+        for step, ops in USES.items()
+        if any(op in by_op for op in ops)
+    }
+
+
+def run_ops(
+    names: tuple[str, ...], *, repeat: int, unsupported: Mapping[str, str] | None = None
+) -> list[Outcome]:
+    """Each named op end to end (FlagTree and torch must be importable); ``unsupported`` (step -> why) are
+    listed as such, not run."""
     kernels = importlib.import_module("flagtree_doctor.verify._kernels")
     inputs = _Inputs()
     outcomes = []
     for name in names:
+        if unsupported and name in unsupported:
+            outcomes.append(
+                Outcome(name=name, status="unsupported", detail=f"not on this CPU: {unsupported[name]}")
+            )
+            continue
 
         def step(name: str = name) -> Outcome:
             return judge(name, CASES[name](kernels, inputs), repeat=repeat)
