@@ -41,7 +41,7 @@ RECIPE_DIR = ROOT / "recipe"
 TOP = "llvm-a66376b0-ubuntu-arm64"
 # (files, megabytes) of Debian's LLVM 19.1.7 + MLIR install, by kind (see the docstring).
 DEBIAN_LLVM_19 = {"headers": (3665, 81), "static": (574, 635), "cmake": (45, 1), "programs": (101, 388)}
-# The from-source cost it replaces (README "Building at scale"): 2,019 compile units x 15.8 CPU-seconds over
+# The from-source cost it replaces (benchmarks/README.md): 2,019 compile units x 15.8 CPU-seconds over
 # 4 cores, the compiles alone.
 FROM_SOURCE_SECONDS = 2019 * 15.8 / 4
 _PROGRAM = '#include <stdio.h>\nint main(void) { return puts("stand-in") < 0; }\n'

@@ -3,7 +3,7 @@
 # FLAGTREE_BACKEND and TRITON_SYS_PATH say where this environment's FlagTree is: they always point at it,
 # whatever the user had (kept aside for deactivate). CC names a compiler, the user's choice: a non-empty one
 # is kept. deactivate.sh puts every variable back exactly as it was: set to the same value, empty, or unset.
-# README.md ("Using the packages") documents this; tests/test_recipe_activation.py runs it against that table.
+# docs/using.md ("Activation") documents this; tests/test_recipe_activation.py runs it against that table.
 if [ -z "${_FLAGTREE_CPU_ACTIVE:-}" ]; then
     export _FLAGTREE_CPU_ACTIVE=1
 

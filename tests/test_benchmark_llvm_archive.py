@@ -1,6 +1,6 @@
 """benchmarks/llvm_archive_step.py times what it says: its stand-in archive, and the step it hands the engine.
 
-The benchmark itself writes about a gigabyte and runs the engine (README's job-time table has its numbers);
+The benchmark itself writes about a gigabyte and runs the engine (benchmarks/README.md has its numbers);
 these tests cover what decides them, at a small scale: Debian's counts scaled, an archive the toolkit accepts,
 and a recipe that is flagtree-llvm's archive route (its script, its package tests) and nothing else.
 """

@@ -178,8 +178,8 @@ def test_a_bad_cpuinfo_is_named_as_the_problem(case: str, tmp_path: Path, capsys
         assert doctor(argv) == 2
         assert capsys.readouterr().err == (
             f"flagtree-doctor: error: --root {tmp_path}: {cpuinfo} {CPUINFO_PROBLEMS[case]} (fix: copy the "
-            f"machine's /proc/cpuinfo to {cpuinfo} (the README's 'Recording a machine' lists every file the "
-            "doctor reads))\n"
+            f"machine's /proc/cpuinfo to {cpuinfo} (the feedstock's docs/using.md, 'Recording a machine', lists "
+            "every file the doctor reads))\n"
         )
 
 

@@ -198,7 +198,8 @@ def test_a_tree_without_cpuinfo_is_one_error_line(tmp_path: Path, capsys: pytest
     assert main(["--root", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
         f"flagtree-doctor: error: --root {tmp_path} has no proc/cpuinfo (fix: copy the machine's /proc/cpuinfo "
-        f"to {tmp_path}/proc/cpuinfo (the README's 'Recording a machine' lists every file the doctor reads))\n"
+        f"to {tmp_path}/proc/cpuinfo (the feedstock's docs/using.md, 'Recording a machine', lists every file the "
+        "doctor reads))\n"
     )
 
 
@@ -252,9 +253,9 @@ def test_without_sve2_no_fix_touches_the_vector_length(machine: str) -> None:
 
 
 def test_the_readme_records_a_tree_the_doctor_reads(tmp_path: Path) -> None:
-    """The README's recording commands, run here in bash, make a tree that --root accepts."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("### Recording a machine") :]
+    """docs/using.md's recording commands, run here in bash, make a tree that --root accepts."""
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "using.md").read_text()
+    section = readme[readme.index("## Recording a machine") :]
     block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
     assert block is not None
     subprocess.run(["bash", "-euo", "pipefail", "-c", block[1]], cwd=tmp_path, check=True, timeout=60)

@@ -2,8 +2,8 @@
 
 Each of FLAGTREE_BACKEND, TRITON_SYS_PATH and CC starts set (to a value with spaces), empty, or unset; the
 environment after `deactivate` must equal the one before `activate`, byte for byte (`env -0`). What each
-variable is while active, and whether a value the user set is kept, is read from the README's table: the
-scripts must do what the README tells users.
+variable is while active, and whether a value the user set is kept, is read from docs/using.md's table: the
+scripts must do what the docs tell users.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from _recipe_support import RECIPE_DIR
 from _tools import require_executable
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+USING = Path(__file__).resolve().parents[1] / "docs" / "using.md"
 VARIABLES = ("FLAGTREE_BACKEND", "TRITON_SYS_PATH", "CC")
 STATES = ("set", "empty", "unset")
 USER_VALUE = "user's value with spaces"
@@ -36,10 +36,10 @@ _LOCALE = {"bash": {}, "zsh": {}, "fish": {"LANG": "C.UTF-8"}}
 
 
 def readme_rules() -> dict[str, tuple[str, bool]]:
-    """The README's activation table: variable -> (the value it is set to, whether a user's value is kept)."""
-    readme = README.read_text()
+    """docs/using.md's activation table: variable -> (the value it is set to, whether a user's value is kept)."""
+    readme = USING.read_text()
     header = "| variable | set to | a value you set before activating is |"
-    assert header in readme, "README.md: the activation table is missing"
+    assert header in readme, "docs/using.md: the activation table is missing"
     rules = {}
     for line in readme.split(header, 1)[1].splitlines()[2:]:
         if not line.startswith("|"):
@@ -112,7 +112,7 @@ def test_round_trip(shell, states, prefix, tmp_path):
 
     assert env["after"] == env["before"]
     for name, (value, kept) in readme_rules().items():
-        # A user's empty value counts as unset where the README says so; a replaced one never survives.
+        # A user's empty value counts as unset where docs/using.md says so; a replaced one never survives.
         users = start.get(name)
         expected = users if kept and users else _expected(value, prefix)
         assert env["during"][name] == expected, name

@@ -18,12 +18,13 @@ def _bash_blocks(markdown: str) -> list[str]:
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
+    """The README's test block: the venv line .ci/run also runs, then the command, .ci/run's last line."""
     readme = (ROOT / "README.md").read_text()
-    test_block = next(b for b in _bash_blocks(readme) if "pytest" in b)
-    command = test_block.strip()
-    assert "\n" not in command
+    *venv, command = next(b for b in _bash_blocks(readme) if "pytest" in b).strip().splitlines()
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert ci_lines[-1] == command
+    assert venv == ["python3 -m venv .venv && . .venv/bin/activate"]
+    assert "python3 -m venv .venv" in ci_lines and "source .venv/bin/activate" in ci_lines
 
 
 def test_readme_main_job_commands_exist() -> None:

@@ -93,7 +93,7 @@ def _machine(facts: Facts) -> str | None:
 
 
 # The checks of these groups read the machine the doctor runs on (its environment variables, PATH, compilers),
-# not a --root tree, which holds only proc/ and sys/ (README: "Recording a machine").
+# not a --root tree, which holds only proc/ and sys/ (docs/using.md: "Recording a machine").
 READS_THIS_MACHINE: frozenset[Group] = frozenset({"environment", "toolchain"})
 
 

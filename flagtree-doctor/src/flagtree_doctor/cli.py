@@ -26,7 +26,7 @@ from .report import SCHEMA_VERSION, count_line, exit_status, shared_skips, summa
 from .terminal import new_console, print_json
 
 PROG = "flagtree-doctor"
-# What a recorded tree must hold (see the README, "Recording a machine"): the CPU checks read it first.
+# What a recorded tree must hold (the feedstock's docs/using.md, "Recording a machine"): the CPU checks read it first.
 TREE_CPUINFO = "proc/cpuinfo"
 
 
@@ -97,8 +97,8 @@ def check_root(root: Path) -> None:
         )
     cpuinfo = root / TREE_CPUINFO
     fix = (
-        f"copy the machine's /proc/cpuinfo to {cpuinfo} (the README's 'Recording a machine' lists every file "
-        "the doctor reads)"
+        f"copy the machine's /proc/cpuinfo to {cpuinfo} (the feedstock's docs/using.md, 'Recording a machine', "
+        "lists every file the doctor reads)"
     )
     if not cpuinfo.exists():
         raise ConfigurationError(f"--root {root} has no {TREE_CPUINFO}", fix=fix)

@@ -8,7 +8,7 @@
 - :mod:`.local_paths`: the build machine's folders taken out of a built package;
 - :mod:`.conda_build`: ``--tool conda-build``/``boa``.
 
-Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_interrupts``, ``_paths``,
-``_progress``, ``_subprocess``), :mod:`flagtree_feedstock.recipe` and :mod:`flagtree_feedstock.channel`; never
-``bump``, ``llvm_archive`` or the CLI (``tests/test_layers.py``).
+Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them),
+:mod:`flagtree_feedstock.recipe` and :mod:`flagtree_feedstock.channel`; never ``bump``, ``llvm_archive`` or
+the CLI (``tests/test_layers.py``).
 """

@@ -6,6 +6,6 @@
 - :mod:`.package_info`: a package file's index.json and about.json, which anaconda.org's API is given;
 - :mod:`.server_files`: what an upload server already holds under a package's file name.
 
-Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_http``, ``_interrupts``,
-``_paths``, ``_progress``, ``_subprocess``) and nothing else of the package (``tests/test_layers.py``).
+Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
+the package (``tests/test_layers.py``).
 """

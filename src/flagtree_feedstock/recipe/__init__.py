@@ -5,6 +5,6 @@
 - :mod:`.sources`: each rendered output's sources, as the engine will fetch them;
 - :mod:`.pins`: the pins of ``recipe/conda_build_config.yaml``, read and rewritten in place.
 
-Layer: may import the top-level helpers (``errors``, ``platforms``, ``_engine``, ``_interrupts``, ``_paths``,
-``_progress``, ``_subprocess``) and nothing else of the package (``tests/test_layers.py``).
+Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
+the package (``tests/test_layers.py``).
 """

@@ -1,0 +1,122 @@
+"""The README and docs/: short where it must be, every relative link resolving, no number that drifts.
+
+A link is checked the way GitHub renders it: a relative path must name a file or folder of the repository, and
+an anchor (`page.md#a-heading`, `#a-heading`) a heading of that page, slugged as GitHub slugs headings.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# The README is the first screen: what it is, hardware, install, set-up, the commands, links.
+README_MAX_LINES = 150
+# Markdown links and images, without the URL's title: [text](target) or ![alt](target).
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)
+# What the tests and benchmarks measure, and a change makes false: durations and counts of tests or checks.
+MEASURED = re.compile(
+    r"\b\d[\d,.]*\s*(?:[-–]\s*\d[\d,.]*\s*)?"
+    r"(?:s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?|tests?|checks?|mutations?|passed|skipped|failed)\b",
+    flags=re.IGNORECASE,
+)
+
+
+def pages() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but - and _ dropped, spaces as -."""
+    text = re.sub(r"`|\*\*|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Every anchor of ``page``: its headings' slugs, a repeated one with -1, -2, ... as GitHub numbers them."""
+    seen: dict[str, int] = {}
+    found = set()
+    for line in FENCE.sub("", page.read_text()).splitlines():
+        heading = re.match(r"#{1,6}\s+(.*)", line)
+        if heading is None:
+            continue
+        base = slug(heading[1])
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def broken_links(page: Path, root: Path = ROOT) -> list[str]:
+    """``page: target: what is wrong`` for each relative link of ``page`` that does not resolve."""
+    problems = []
+    for target in LINK.findall(FENCE.sub("", page.read_text())):
+        if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:, file:
+            continue
+        path, _, anchor = target.partition("#")
+        destination = (page.parent / path).resolve() if path else page
+        if not destination.exists():
+            problems.append(f"{page.relative_to(root)}: {target}: no such file")
+        elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
+            problems.append(f"{page.relative_to(root)}: {target}: no heading #{anchor} in {destination.name}")
+    return problems
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_a_broken_link_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other\n\n## Big.LITTLE without `taskset`\n\n## Twice\n\n## Twice\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](other.md#biglittle-without-taskset) [ok](other.md#twice-1) [ok](#page) [web](https://x.y/#z)\n"
+        "[gone](missing.md) [no anchor](other.md#nothing) [not twice](other.md#twice-2)\n"
+        "```\n[in a code block](ignored.md)\n```\n# Page\n"
+    )
+    problems = [p.split(": ", 1)[1] for p in broken_links(page, tmp_path)]
+    assert problems == [
+        "missing.md: no such file",
+        "other.md#nothing: no heading #nothing in other.md",
+        "other.md#twice-2: no heading #twice-2 in other.md",
+    ]
+
+
+def test_the_readme_is_one_screen_of_reading() -> None:
+    lines = README.read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move depth into docs/"
+
+
+def test_the_readme_holds_no_count_or_time_that_drifts() -> None:
+    text = FENCE.sub("", README.read_text())
+    assert MEASURED.findall(text) == [], "durations and test counts belong to .ci/run's output or benchmarks/"
+
+
+@pytest.mark.parametrize(
+    "sentence", ["took 5 min 26 s", "1,054 tests", "2.5–3.3 h on a runner", "31 passed", "about 90 seconds"]
+)
+def test_a_measured_number_is_recognised(sentence: str) -> None:
+    assert MEASURED.search(sentence)
+
+
+@pytest.mark.parametrize("sentence", ["glibc 2.17", "python 3.10–3.13", "12 symlinks", "a 15-step guide"])
+def test_a_fact_of_the_packages_is_not_mistaken_for_a_measurement(sentence: str) -> None:
+    assert not MEASURED.search(sentence)
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+def test_each_docs_page_says_who_it_is_for(page: Path) -> None:
+    title, _, rest = page.read_text().partition("\n\n")
+    assert title.startswith("# "), f"{page.name}: starts with its title"
+    assert rest.startswith("For "), f"{page.name}: the paragraph after the title says who the page is for"
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    linked = {(ROOT / t.partition("#")[0]).resolve() for t in LINK.findall(README.read_text())}
+    assert set(DOCS.glob("*.md")) <= linked, "a page of docs/ the README does not link is a page nobody finds"
