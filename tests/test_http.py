@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, open_request, redact
+from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, open_request, redact, shown_url
 
 TIMEOUTS = Timeouts(connect=5, read=5)
 
@@ -152,3 +152,18 @@ def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, red
     ):
         pass
     assert raised.value.message == expected.format(url=redirecting)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://host.example/a/b.tar.gz?sig=SECRET&se=2026", "https://host.example/a/b.tar.gz?…"),
+        ("https://user:SECRET@host.example:8443/b.tar.gz", "https://user@host.example:8443/b.tar.gz"),
+        ("https://host.example/b.tar.gz#SECRET", "https://host.example/b.tar.gz"),
+        ("https://host.example/b.tar.gz", "https://host.example/b.tar.gz"),
+        ("/home/me/llvm?.tar.gz", "/home/me/llvm?.tar.gz"),
+    ],
+    ids=["query", "password", "fragment", "plain", "a-path"],
+)
+def test_a_url_is_shown_without_what_may_sign_it(url: str, shown: str) -> None:
+    assert shown_url(url) == shown

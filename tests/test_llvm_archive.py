@@ -196,10 +196,22 @@ def test_a_bad_archive_is_one_line_and_nothing_renders_or_builds(
         (("--llvm-archive-sha256", "0" * 64), "--llvm-archive-sha256 works only with --llvm-archive"),
         (
             ("--llvm-archive", "x.tar.gz", "--llvm-archive-sha256", "abc"),
-            "--llvm-archive-sha256 'abc' is not a sha256",
+            "--llvm-archive-sha256 'abc' is not a sha256: it has 3 hex digits (fix:",
+        ),
+        (
+            ("--llvm-archive", "x.tar.gz", "--llvm-archive-sha256", "a" * 63),
+            f"--llvm-archive-sha256 '{'a' * 63}' is not a sha256: it has 63 hex digits (fix:",
+        ),
+        (
+            ("--llvm-archive", "x.tar.gz", "--llvm-archive-sha256", "a" * 40),
+            "is not a sha256: it has 40 hex digits, the length of a git commit (fix:",
+        ),
+        (
+            ("--llvm-archive", "x.tar.gz", "--llvm-archive-sha256", "sha256:" + "a" * 64),
+            "is not a sha256 (fix: give the 64 hex digits sha256sum prints)",
         ),
     ],
-    ids=["url-without-sha256", "sha256-alone", "not-a-sha256"],
+    ids=["url-without-sha256", "sha256-alone", "not-a-sha256", "a-digit-short", "a-commit", "not-hex"],
 )
 def test_bad_options_are_one_line(tmp_path, env, capsys, options, message):
     assert main(["build", "--render-only", *options], env=env) == 2

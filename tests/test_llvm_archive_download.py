@@ -217,15 +217,54 @@ def _downloading(url: str, env: dict[str, str], tmp_path: Path) -> subprocess.Po
     return process
 
 
+@pytest.mark.parametrize(
+    ("signum", "line"),
+    [
+        (signal.SIGINT, "flagtree-feedstock: interrupted"),
+        (signal.SIGTERM, "flagtree-feedstock: terminated (SIGTERM)"),
+        (signal.SIGHUP, "flagtree-feedstock: terminated (SIGHUP)"),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
 def test_an_interrupted_download_leaves_no_partial_file(
-    serve: Serve, env: dict[str, str], tmp_path: Path
+    signum: signal.Signals, line: str, serve: Serve, env: dict[str, str], tmp_path: Path
 ) -> None:
+    """Ctrl-C, a cancelled job's SIGTERM, a dropped session's SIGHUP: the partial download goes with the run."""
     process = _downloading(f"{serve('127.0.0.1')}/slow.tar.gz", env, tmp_path)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
-    assert err.splitlines()[-1] == "flagtree-feedstock: interrupted"
+    assert process.returncode == 128 + signum, err
+    assert err.splitlines()[-1] == line
     assert _left(env) == []
+
+
+def test_a_signed_url_s_query_is_never_printed(serve: Serve, env: dict[str, str], tmp_path: Path) -> None:
+    """A presigned URL's query is a key to the file: the messages and the log show the URL without it."""
+    url = f"{serve('127.0.0.1')}/missing.tar.gz?sv=2026-01-01&sig=SIGNATURE-123"
+    argv = [
+        "build",
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--llvm-archive",
+        url,
+        "--llvm-archive-sha256",
+        SHA256,
+    ]
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 6, done.stderr
+    assert "SIGNATURE-123" not in done.stdout + done.stderr
+    assert (
+        f"--llvm-archive {url.split('?', maxsplit=1)[0]}?… could not be downloaded"
+        in done.stderr.splitlines()[-1]
+    )
 
 
 def test_a_killed_download_s_partial_file_is_removed_by_the_next_download(

@@ -2,7 +2,9 @@
 
 Skipped with a reason where they are not installed (they are not on PyPI). linux-aarch64 skips no output, so
 every output is checked (a skipped output hides its errors). conda-build reads recipe/conda_build_config.yaml
-(the feedstock's pins) itself, after the global file given with `-m`, as it does for every recipe folder.
+(the feedstock's pins) itself, as it does for every recipe folder, before the files given with `-m`: the global
+file is given that way here, read after it (the two set different keys, so the order changes no variant);
+`flagtree-feedstock build` gives it with `-e`, read first.
 """
 
 from __future__ import annotations

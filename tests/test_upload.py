@@ -85,11 +85,21 @@ def recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Record
         log = tmp_path / f"requests-{len(started)}.jsonl"
         log.touch()
         options = ["--host", host, *(["--tls", *map(str, tls)] if tls else [])]
-        process = subprocess.Popen(
-            [sys.executable, str(TESTS / "_http_recorder.py"), str(log), json.dumps(rules or []), *options],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        # The recorder's own stderr (socketserver's report of a client that hung up) goes to a file of its own:
+        # on the test's stderr it could land inside the toolkit's error line, which the tests read.
+        with (tmp_path / f"recorder-{len(started)}.stderr").open("w") as recorder_stderr:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(TESTS / "_http_recorder.py"),
+                    str(log),
+                    json.dumps(rules or []),
+                    *options,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=recorder_stderr,
+                text=True,
+            )
         started.append(process)
         assert process.stdout is not None
         port = int(process.stdout.readline())

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 MAX_REDIRECTS = 5
 CHUNK = 1 << 20
@@ -132,6 +132,19 @@ def redact(text: str, secret: str) -> str:
         if form.strip():
             text = text.replace(form, "***")
     return text
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages and logs show it: without a password, a query or a fragment, which may carry a
+    signature (an Azure SAS token, a presigned S3 URL) that opens the file to whoever reads a CI log. A query
+    shows as ``?…``, so the reader knows one was given."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
 
 
 def status_text(status: int) -> str:

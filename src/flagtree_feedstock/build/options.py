@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
+from flagtree_feedstock._http import shown_url
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.platforms import DEFAULT_TARGET, PlatformName, parse_platform
 
@@ -49,7 +50,9 @@ class BuildOptions:
         for f in fields(self):
             value = getattr(self, f.name)
             mark = "*" if value != getattr(default, f.name) else " "
-            shown = ", ".join(map(str, value)) if isinstance(value, tuple) else value
+            # A URL (a channel, --llvm-archive) without a password or a query, which may sign it.
+            shown = ", ".join(shown_url(str(v)) for v in value) if isinstance(value, tuple) else value
+            shown = shown_url(shown) if isinstance(shown, str) else shown
             lines.append(f" {mark} {f.name}: {shown if shown not in ('', None) else '-'}")
         return "\n".join(lines)
 

@@ -11,7 +11,7 @@ import shutil
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from flagtree_feedstock.platforms import PlatformName
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+# The member of a package that names it (name, version, build) and that every index is made from.
+INDEX = "info/index.json"
 
 # What a linux-aarch64 (or linux-64) machine of the supported floor offers the solver: glibc 2.17 is
 # conda-forge's `c_stdlib_version` for linux-aarch64 (conda-forge-pinning), and the archspec names the
@@ -176,8 +178,26 @@ class DamagedPackage(Exception):
 
 def package_stem(path: Path, name: str | None = None) -> str:
     """``<name>-<version>-<build>`` of the package at ``path``, from its ``info/index.json``, once the whole file
-    was read and found whole; else raise :class:`DamagedPackage` saying why. ``name``, the file name it has in
-    a channel (``path``'s own by default), says which of the two formats it is.
+    was read and found whole (:func:`read_info`); else raise :class:`DamagedPackage` saying why. ``name``, the
+    file name it has in a channel (``path``'s own by default), says which of the two formats it is.
+    """
+    index = read_info(path, (INDEX,), name).get(INDEX)
+    if index is None:
+        raise DamagedPackage(f"it holds no {INDEX}")
+    try:
+        record = json.loads(index)
+    except ValueError as exc:
+        raise DamagedPackage(f"its {INDEX} is not JSON: {_first_line(exc)}") from None
+    fields = [record.get(key) if isinstance(record, dict) else None for key in ("name", "version", "build")]
+    if not all(isinstance(field, str) and field for field in fields):
+        raise DamagedPackage(f"its {INDEX} lacks the name, version or build")
+    return "-".join(str(field) for field in fields)
+
+
+def read_info(path: Path, wanted: Collection[str], name: str | None = None) -> dict[str, bytes]:
+    """The members of the package at ``path`` named in ``wanted`` (``info/...`` files) that it holds, read once
+    the whole file was read and found whole; else raise :class:`DamagedPackage` saying why. ``name``, the file
+    name it has in a channel (``path``'s own by default), says which of the two formats it is.
 
     Only regular members are read: a conda package may hold symbolic links (and hard links) to files that
     are not in it, the files of a package it depends on (conda-forge's ``libblas`` links
@@ -189,41 +209,33 @@ def package_stem(path: Path, name: str | None = None) -> str:
     error is raised as it is.
     """
     try:
-        index = _conda_index(path) if (name or path.name).endswith(".conda") else _tar_bz2_index(path)
+        if (name or path.name).endswith(".conda"):
+            return _conda_info(path, wanted)
+        return _tar_bz2_info(path, wanted)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
         raise DamagedPackage(_first_line(exc)) from None
     except OSError as exc:
         if exc.errno is not None:  # the file could not be read: not a damaged package
             raise
         raise DamagedPackage(_first_line(exc)) from None  # bz2's "Invalid data stream", zstd's errors
-    if index is None:
-        raise DamagedPackage("it holds no info/index.json")
-    try:
-        record = json.loads(index)
-    except ValueError as exc:
-        raise DamagedPackage(f"its info/index.json is not JSON: {_first_line(exc)}") from None
-    fields = [record.get(key) if isinstance(record, dict) else None for key in ("name", "version", "build")]
-    if not all(isinstance(field, str) and field for field in fields):
-        raise DamagedPackage("its info/index.json lacks the name, version or build")
-    return "-".join(str(field) for field in fields)
 
 
-def _regular_member(archive: tarfile.TarFile, name: str) -> bytes | None:
+def _regular_members(archive: tarfile.TarFile, wanted: Collection[str]) -> dict[str, bytes]:
     """Read every regular member of ``archive`` to its end (a link is skipped, never followed); return the
-    content of the one called ``name``."""
-    found = None
+    content of those named in ``wanted``."""
+    found = {}
     for member in archive:
         stream = archive.extractfile(member) if member.isreg() else None
         if stream is None:  # a link (to a file of this package or of another one) or a folder
             continue
-        if member.name == name:
-            found = stream.read()
+        if member.name in wanted:
+            found[member.name] = stream.read()
         while stream.read(1 << 20):
             pass
     return found
 
 
-def _conda_index(path: Path) -> bytes | None:
+def _conda_info(path: Path, wanted: Collection[str]) -> dict[str, bytes]:
     zstandard = require("zstandard", "zstandard")
     with zipfile.ZipFile(path) as archive:
         failed = archive.testzip()
@@ -239,18 +251,18 @@ def _conda_index(path: Path) -> bytes | None:
                 zstandard.ZstdDecompressor().stream_reader(compressed) as raw,
                 tarfile.open(fileobj=raw, mode="r|") as tar,
             ):
-                return _regular_member(tar, "info/index.json")
+                return _regular_members(tar, wanted)
         except zstandard.ZstdError as exc:
             raise DamagedPackage(f"{info[0]}: {_first_line(exc)}") from None
 
 
-def _tar_bz2_index(path: Path) -> bytes | None:
+def _tar_bz2_info(path: Path, wanted: Collection[str]) -> dict[str, bytes]:
     with bz2.open(path, "rb") as stream:
         with tarfile.open(fileobj=stream, mode="r:") as archive:
-            index = _regular_member(archive, "info/index.json")
+            found = _regular_members(archive, wanted)
         while stream.read(1 << 20):  # to the end of the bzip2 stream, whose CRC is checked there
             pass
-    return index
+    return found
 
 
 def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:

@@ -11,7 +11,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
-from flagtree_feedstock._http import HttpError, Timeouts, open_request, status_text
+from flagtree_feedstock._http import HttpError, Timeouts, open_request, shown_url, status_text
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
 
 from .cache import file_sha256, human_size, spool
@@ -54,9 +54,10 @@ def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_
     cached = cache / name
     if cached.is_file() and file_sha256(cached) == sha256:
         return cached
-    LOGGER.info("downloading %s", url)
+    shown = shown_url(url)
+    LOGGER.info("downloading %s", shown)
     too_large = SourceFetchError(
-        f"--llvm-archive {url} is larger than {human_size(max_size)} (--llvm-archive-max-size): not downloaded "
+        f"--llvm-archive {shown} is larger than {human_size(max_size)} (--llvm-archive-max-size): not downloaded "
         "further, nothing kept",
         fix="check the URL; if that file is right, raise --llvm-archive-max-size",
     )
@@ -64,7 +65,7 @@ def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_
         with open_request("GET", url, timeouts=TIMEOUTS) as answer:
             if answer.status != 200:
                 raise SourceFetchError(
-                    f"--llvm-archive {url} could not be downloaded: the server answered "
+                    f"--llvm-archive {shown} could not be downloaded: the server answered "
                     f"{status_text(answer.status)}",
                     fix="check the URL, or download the file yourself and pass its path",
                 )
@@ -79,14 +80,14 @@ def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_
                     out.writer.write(chunk)
     except HttpError as exc:
         raise SourceFetchError(
-            f"--llvm-archive {url} could not be downloaded: {exc}",
+            f"--llvm-archive {shown} could not be downloaded: {exc}",
             fix=f"{exc.fix}; or download the file yourself and pass its path",
         ) from None
     if out.sha256 != sha256:
         assert out.path is not None
         out.path.unlink()
         raise SourceFetchError(
-            f"--llvm-archive {url} downloaded with sha256 {out.sha256}, not {sha256} (--llvm-archive-sha256)",
+            f"--llvm-archive {shown} downloaded with sha256 {out.sha256}, not {sha256} (--llvm-archive-sha256)",
             fix="check --llvm-archive-sha256 against a copy you trust; the download was removed",
         )
     return cached

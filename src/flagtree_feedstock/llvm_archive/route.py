@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flagtree_feedstock._engine import require
+from flagtree_feedstock._http import shown_url
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.render import RenderedOutput
-from flagtree_feedstock.recipe.variants import recipe_keys
+from flagtree_feedstock.recipe.variants import near_miss, recipe_keys
 
 from .cache import cache_dir, file_sha256, spool
 from .fetch import DEFAULT_MAX_SIZE, download, pack_folder, parse_size
@@ -48,6 +49,11 @@ class LlvmArchive:
     sha256: str
     # None for a URL that --render-only did not download.
     inspection: Inspection | None
+
+    @property
+    def shown(self) -> str:
+        """The origin as messages show it: a URL without its query, which may hold a signature."""
+        return shown_url(self.origin)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -94,7 +100,7 @@ def from_options(
     if value.startswith(_URL_SCHEMES):
         if expected is None:
             raise ConfigurationError(
-                f"--llvm-archive {value} is a URL without a sha256",
+                f"--llvm-archive {shown_url(value)} is a URL without a sha256",
                 fix="add --llvm-archive-sha256 with the sha256 of that file (sha256sum on a copy you trust)",
             )
         if not fetch:
@@ -104,7 +110,7 @@ def from_options(
         path = Path(urllib.parse.unquote(value.removeprefix("file://"))).expanduser()
         if not path.exists():
             raise ConfigurationError(
-                f"--llvm-archive {value}: no such file or folder",
+                f"--llvm-archive {shown_url(value)}: no such file or folder",
                 fix=f"pass Triton's archive {TOP_EXAMPLE}.tar.gz or the folder it unpacked to "
                 "(~/.triton/llvm/...)",
             )
@@ -113,7 +119,7 @@ def from_options(
     digest = file_sha256(path)
     if expected is not None and digest != expected:
         raise ConfigurationError(
-            f"--llvm-archive {value} has sha256 {digest}, not {expected} (--llvm-archive-sha256)",
+            f"--llvm-archive {shown_url(value)} has sha256 {digest}, not {expected} (--llvm-archive-sha256)",
             fix="download the archive again, or correct --llvm-archive-sha256",
         )
     archive = LlvmArchive(
@@ -122,15 +128,17 @@ def from_options(
         sha256=digest,
         inspection=inspect_cached(path, digest, cache, label=value),
     )
-    LOGGER.info("flagtree-llvm: from Triton's LLVM archive %s (sha256 %s)", value, digest)
+    LOGGER.info("flagtree-llvm: from Triton's LLVM archive %s (sha256 %s)", shown_url(value), digest)
     return archive
 
 
 def _parse_sha256(value: str) -> str:
     digest = value.strip().lower()
     if not _SHA256.fullmatch(digest):
+        reason = near_miss(digest, 64)
         raise ConfigurationError(
-            f"--llvm-archive-sha256 {value!r} is not a sha256", fix="give the 64 hex digits sha256sum prints"
+            f"--llvm-archive-sha256 {value!r} is not a sha256" + (f": {reason}" if reason else ""),
+            fix="give the 64 hex digits sha256sum prints",
         )
     return digest
 
@@ -140,7 +148,7 @@ def variant_file(archive: LlvmArchive, env: Mapping[str, str]) -> Path:
     key = hashlib.sha256(f"{archive.url}\n{archive.sha256}".encode()).hexdigest()[:16]
     name = f"variants-{key}.yaml"
     text = (
-        f"# flagtree-feedstock build --llvm-archive {archive.origin}:\n"
+        f"# flagtree-feedstock build --llvm-archive {archive.shown}:\n"
         "# flagtree-llvm from Triton's LLVM archive.\n"
         f'llvm_archive_url:\n  - "{archive.url}"\nllvm_archive_sha256:\n  - "{archive.sha256}"\n'
     )
@@ -169,11 +177,11 @@ def render_lines(outputs: Sequence[RenderedOutput], archive: LlvmArchive | None)
             lines.append("flagtree-llvm: built from source (llvm-project at llvm_commit)")
     elif archive.inspection is None:
         lines += ["flagtree-llvm: from Triton's LLVM archive, checked when the build downloads it:"]
-        lines += [f"  {archive.origin}"]
+        lines += [f"  {archive.shown}"]
     else:
         needs = archive.inspection.glibc or "no GLIBC version"
         lines += [f"flagtree-llvm: from Triton's LLVM archive (its programs need {needs}):"]
-        lines += [f"  {archive.origin}", f"  (top folder {archive.inspection.top}/)"]
+        lines += [f"  {archive.shown}", f"  (top folder {archive.inspection.top}/)"]
     floor = glibc_floor(outputs)
     if floor is not None:
         lines.append(f"glibc: built against c_stdlib_version {floor}, so they need glibc >= {floor} to run")
@@ -193,7 +201,7 @@ def check_rendered(
     if commits and archive.inspection.commit not in {c[:8] for c in commits}:
         pinned = min(commits)[:8]
         raise ConfigurationError(
-            f"--llvm-archive {archive.origin} is LLVM {archive.inspection.commit} "
+            f"--llvm-archive {archive.shown} is LLVM {archive.inspection.commit} "
             f"({archive.inspection.top}), "
             f"the recipe's llvm_commit is {pinned}",
             fix=f"use Triton's llvm-{pinned}-ubuntu-arm64.tar.gz (FlagTree's cmake/llvm-hash.txt), or drop "
@@ -219,7 +227,7 @@ def check_rendered(
         "--llvm-archive to build LLVM from source"
     )
     raise ConfigurationError(
-        f"--llvm-archive {archive.origin} needs glibc {version} ({archive.inspection.glibc_program} needs "
+        f"--llvm-archive {archive.shown} needs glibc {version} ({archive.inspection.glibc_program} needs "
         f"{needed}), above c_stdlib_version {floor}: libtriton.so would not link against that sysroot",
         fix=fix,
     )
