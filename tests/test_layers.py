@@ -16,6 +16,7 @@ HELPERS = frozenset(
     {
         "errors",
         "platforms",
+        "_digest",
         "_engine",
         "_http",
         "_interrupts",

@@ -15,11 +15,13 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tarfile
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import pytest
 from _tools import require_executable
 from _toy import build_args, make_empty_channel, native_args
 from flagtree_feedstock._http import redact
+from flagtree_feedstock.channel.folder import DamagedPackage, read_info
 from flagtree_feedstock.channel.package_info import package_info
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ChannelError
@@ -1114,3 +1117,25 @@ def test_anaconda_is_given_each_package_format_s_index_and_about(
     damaged.write_bytes(legacy.read_bytes()[:40])
     with pytest.raises(ChannelError, match=f"{damaged} cannot be read for the upload"):
         package_info(damaged)
+
+
+def test_the_upload_reads_only_the_info_of_a_package_it_checked_whole(
+    packages: list[Path], tmp_path: Path
+) -> None:
+    """package_info stops at info/: the upload checked every package whole first, so a package of LLVM is
+    not read twice. A byte flipped in the .conda's pkg-*.tar.zst (its data, not its info) shows which: the
+    whole check refuses it, package_info still gives the info."""
+    copy = tmp_path / packages[0].name
+    shutil.copy2(packages[0], copy)
+    with zipfile.ZipFile(copy) as archive:
+        member = next(i for i in archive.infolist() if i.filename.startswith("pkg-"))
+    with copy.open("r+b") as handle:
+        handle.seek(member.header_offset + 26)  # the local header's name and extra field lengths
+        name_length, extra_length = struct.unpack("<HH", handle.read(4))
+        handle.seek(member.header_offset + 30 + name_length + extra_length + member.compress_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(DamagedPackage, match="fails its checksum"):
+        read_info(copy, ("info/index.json",))
+    assert package_info(copy) == package_info(packages[0])

@@ -281,7 +281,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             err,
             build_platform=build_platform,
             emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
-            variant_config=files,
+            files=files,
         )
     else:
         from .build.conda_build import CondaBuildRequest  # noqa: PLC0415
@@ -355,15 +355,12 @@ def _build_rattler(
     *,
     build_platform: PlatformName,
     emulated: bool = False,
-    variant_config: tuple[Path, ...] = (),
+    files: tuple[Path, ...],
 ) -> list[Path]:
     from .build.run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
     plan = plan_builds(outputs)
     recipe = options.recipe_dir / "recipe.yaml"
-    files = variant_config or variant_files(
-        options.recipe_dir, options.exclusive_config_file, options.variant_configs
-    )
     foreign = None
     if options.target_platform != host_platform():
         foreign = ForeignTarget(

@@ -15,13 +15,13 @@ runs :mod:`.checks`, and writes the changed pins and the refreshed patches, all 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tarfile
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._engine import require
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import (
@@ -177,11 +177,7 @@ def archive_sha256(archive: Path, commit: str) -> str:
             f"--llvm-archive {archive} holds {top or 'nothing'}, not {expected}",
             fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
         )
-    digest = hashlib.sha256()
-    with archive.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(archive).hex()
 
 
 def _llvm(request: BumpRequest, tree: GitTree, pins: dict[str, str]) -> tuple[PinChange, PinChange, Check]:

@@ -194,10 +194,13 @@ def package_stem(path: Path, name: str | None = None) -> str:
     return "-".join(str(field) for field in fields)
 
 
-def read_info(path: Path, wanted: Collection[str], name: str | None = None) -> dict[str, bytes]:
+def read_info(
+    path: Path, wanted: Collection[str], name: str | None = None, *, whole: bool = True
+) -> dict[str, bytes]:
     """The members of the package at ``path`` named in ``wanted`` (``info/...`` files) that it holds, read once
     the whole file was read and found whole; else raise :class:`DamagedPackage` saying why. ``name``, the file
-    name it has in a channel (``path``'s own by default), says which of the two formats it is.
+    name it has in a channel (``path``'s own by default), says which of the two formats it is. ``whole=False``
+    stops once the members are found, for a package already checked whole (``upload`` checks each first).
 
     Only regular members are read: a conda package may hold symbolic links (and hard links) to files that
     are not in it, the files of a package it depends on (conda-forge's ``libblas`` links
@@ -210,8 +213,8 @@ def read_info(path: Path, wanted: Collection[str], name: str | None = None) -> d
     """
     try:
         if (name or path.name).endswith(".conda"):
-            return _conda_info(path, wanted)
-        return _tar_bz2_info(path, wanted)
+            return _conda_info(path, wanted, whole=whole)
+        return _tar_bz2_info(path, wanted, whole=whole)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
         raise DamagedPackage(_first_line(exc)) from None
     except OSError as exc:
@@ -220,11 +223,13 @@ def read_info(path: Path, wanted: Collection[str], name: str | None = None) -> d
         raise DamagedPackage(_first_line(exc)) from None  # bz2's "Invalid data stream", zstd's errors
 
 
-def _regular_members(archive: tarfile.TarFile, wanted: Collection[str]) -> dict[str, bytes]:
+def _regular_members(archive: tarfile.TarFile, wanted: Collection[str], *, whole: bool) -> dict[str, bytes]:
     """Read every regular member of ``archive`` to its end (a link is skipped, never followed); return the
-    content of those named in ``wanted``."""
-    found = {}
+    content of those named in ``wanted``. Not ``whole``: stop once they are all found."""
+    found: dict[str, bytes] = {}
     for member in archive:
+        if not whole and len(found) == len(wanted):
+            break
         stream = archive.extractfile(member) if member.isreg() else None
         if stream is None:  # a link (to a file of this package or of another one) or a folder
             continue
@@ -235,10 +240,10 @@ def _regular_members(archive: tarfile.TarFile, wanted: Collection[str]) -> dict[
     return found
 
 
-def _conda_info(path: Path, wanted: Collection[str]) -> dict[str, bytes]:
+def _conda_info(path: Path, wanted: Collection[str], *, whole: bool) -> dict[str, bytes]:
     zstandard = require("zstandard", "zstandard")
     with zipfile.ZipFile(path) as archive:
-        failed = archive.testzip()
+        failed = archive.testzip() if whole else None
         if failed is not None:
             raise DamagedPackage(f"{failed} fails its checksum")
         names = archive.namelist()
@@ -251,16 +256,16 @@ def _conda_info(path: Path, wanted: Collection[str]) -> dict[str, bytes]:
                 zstandard.ZstdDecompressor().stream_reader(compressed) as raw,
                 tarfile.open(fileobj=raw, mode="r|") as tar,
             ):
-                return _regular_members(tar, wanted)
+                return _regular_members(tar, wanted, whole=whole)
         except zstandard.ZstdError as exc:
             raise DamagedPackage(f"{info[0]}: {_first_line(exc)}") from None
 
 
-def _tar_bz2_info(path: Path, wanted: Collection[str]) -> dict[str, bytes]:
+def _tar_bz2_info(path: Path, wanted: Collection[str], *, whole: bool) -> dict[str, bytes]:
     with bz2.open(path, "rb") as stream:
         with tarfile.open(fileobj=stream, mode="r:") as archive:
-            found = _regular_members(archive, wanted)
-        while stream.read(1 << 20):  # to the end of the bzip2 stream, whose CRC is checked there
+            found = _regular_members(archive, wanted, whole=whole)
+        while whole and stream.read(1 << 20):  # to the end of the bzip2 stream, whose CRC is checked there
             pass
     return found
 

@@ -2,7 +2,8 @@
 
 They are read as rattler's upload, and anaconda-client before it, read them: from ``info/`` of a ``.tar.bz2``,
 or of a ``.conda`` file's ``info-<name>.tar.zst``, through the channel folder's one package reader
-(:func:`.folder.read_info`), which reads the whole file and refuses a damaged one.
+(:func:`.folder.read_info`), which refuses a damaged one; it stops once it has them, since the upload has
+checked every package whole before (a package of LLVM is read once, not twice).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ ABOUT = "info/about.json"
 def package_info(package: Path) -> tuple[dict[str, object], dict[str, object]]:
     """``package``'s index.json and about.json (``{}`` where it has none); a damaged one is one error."""
     try:
-        found = read_info(package, (INDEX, ABOUT))
+        # upload checked every package whole before the first request (upload.find_packages)
+        found = read_info(package, (INDEX, ABOUT), whole=False)
         if INDEX not in found:
             raise DamagedPackage(f"it holds no {INDEX}")
         index, about = (_document(name, found[name]) if name in found else {} for name in (INDEX, ABOUT))

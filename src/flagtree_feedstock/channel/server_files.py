@@ -22,7 +22,6 @@ elsewhere is an error, and every request has the upload's timeouts.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
+from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._http import Credential, HttpError, Timeouts, open_request, status_text
 from flagtree_feedstock.errors import ChannelError
 
@@ -49,7 +49,7 @@ class Held:
 
     def differs_from(self, package: Path, labels: tuple[str, ...]) -> str | None:
         """Why ``package`` (to go on ``labels``) is not this file, or ``None`` when it is."""
-        local = hashlib.new(self.algorithm, package.read_bytes()).hexdigest()
+        local = file_digest(package, self.algorithm).hex()
         if local != self.digest.lower():
             return f"another {self.algorithm} ({self.digest[:12]}… there, {local[:12]}… here)"
         missing = [label for label in labels if self.labels is not None and label not in self.labels]

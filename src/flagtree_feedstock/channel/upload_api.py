@@ -23,7 +23,6 @@ quoted with the token masked, in every form a server may echo it).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import secrets
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._http import (
     Answer,
     Credential,
@@ -152,7 +152,7 @@ def _prefix(api: Api, channel: str, package: Path) -> None:
         "Content-Type: application/octet-stream\r\n"
         f"Content-Length: {size}\r\n"
         f"X-File-Name: {package.name}\r\n"
-        f"X-File-SHA256: {_digest(package, 'sha256').hex()}\r\n\r\n"
+        f"X-File-SHA256: {file_digest(package, 'sha256').hex()}\r\n\r\n"
     ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
     for delay in (*RETRY_DELAYS, None):
@@ -199,7 +199,7 @@ def _anaconda(api: Api, owner: str, labels: tuple[str, ...], package: Path) -> N
         "description": None,
         "attrs": index,
         "channels": list(labels),
-        "sha256": _digest(package, "sha256").hex(),
+        "sha256": file_digest(package, "sha256").hex(),
     }
     staged = api.send_json("POST", f"{api.url}/stage/{file_path}", stage)
     post_url, form, dist_id = staged.get("post_url"), staged.get("form_data"), staged.get("dist_id")
@@ -217,7 +217,7 @@ def _send_to_storage(api: Api, url: str, fields: Mapping[str, str], package: Pat
     fields = {
         **fields,
         "Content-Length": str(package.stat().st_size),
-        "Content-MD5": base64.b64encode(_digest(package, "md5")).decode(),
+        "Content-MD5": base64.b64encode(file_digest(package, "md5")).decode(),
     }
     head = "".join(
         f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'
@@ -242,11 +242,3 @@ def _send_to_storage(api: Api, url: str, fields: Mapping[str, str], package: Pat
 def _segment(value: str) -> str:
     """One path segment, quoted as a URL library joins it (a conda name or version keeps ``+``, ``!``)."""
     return quote(value, safe="!$&'()*+,;=:@")
-
-
-def _digest(package: Path, algorithm: str) -> bytes:
-    digest = hashlib.new(algorithm)
-    with package.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.digest()

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from flagtree_feedstock._digest import file_digest
+
 CHUNK = 1 << 20
 INCOMING = ".incoming-"  # a file being written: .incoming-<pid>-<random>.tmp
 
@@ -27,11 +29,7 @@ def human_size(size: int) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_digest(path).hex()
 
 
 class _HashingWriter:

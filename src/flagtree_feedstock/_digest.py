@@ -1,0 +1,17 @@
+"""A file's digest, read in chunks: a package or an archive of a gigabyte is never read into memory whole."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+CHUNK = 1 << 20
+
+
+def file_digest(path: Path, algorithm: str = "sha256") -> bytes:
+    """The ``algorithm`` (a :mod:`hashlib` name: ``sha256``, ``md5``) digest of the file at ``path``."""
+    digest = hashlib.new(algorithm)
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.digest()
