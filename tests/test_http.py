@@ -158,12 +158,16 @@ def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, red
     ("url", "shown"),
     [
         ("https://host.example/a/b.tar.gz?sig=SECRET&se=2026", "https://host.example/a/b.tar.gz?…"),
-        ("https://user:SECRET@host.example:8443/b.tar.gz", "https://user@host.example:8443/b.tar.gz"),
+        ("https://user:SECRET@host.example:8443/b.tar.gz", "https://…@host.example:8443/b.tar.gz"),
         ("https://host.example/b.tar.gz#SECRET", "https://host.example/b.tar.gz"),
         ("https://host.example/b.tar.gz", "https://host.example/b.tar.gz"),
         ("/home/me/llvm?.tar.gz", "/home/me/llvm?.tar.gz"),
+        ("http://user:PW@host/t/TOKEN/chan?sig=Q", "http://…@host/t/…/chan?…"),
+        ("https://conda.anaconda.org/t/tk-1-2/chan/linux-64", "https://conda.anaconda.org/t/…/chan/linux-64"),
+        ("https://user:pa/ss@host/x", "https://…"),
+        ("conda-forge", "conda-forge"),
     ],
-    ids=["query", "password", "fragment", "plain", "a-path"],
+    ids=["query", "password", "fragment", "plain", "a-path", "anaconda", "token-path", "broken", "a-name"],
 )
 def test_a_url_is_shown_without_what_may_sign_it(url: str, shown: str) -> None:
     assert shown_url(url) == shown

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.errors import (
     BuildFailedError,
@@ -153,7 +154,7 @@ def run_plan(
                 )
                 if result.outcome == "crash":
                     raise BuildFailedError(
-                        f"building {step.describe()} failed: {result.text}",
+                        f"building {step.describe()} failed: {shown_text(result.text, channels)}",
                         fix="read the output above; rerun with --keep-build to keep its work folder",
                     )
                 if result.outcome == "error":
@@ -221,10 +222,11 @@ def classify_build_error(
 ) -> BuildFailedError | SourceFetchError | DependencyError:
     """Turn the engine's message into one line that names the cause and the fix.
 
-    ``staging`` is the engine's output folder, where it keeps a failed build's work folder.
+    ``staging`` is the engine's output folder, where it keeps a failed build's work folder. The channels'
+    secrets (a password, a token, a signature) are shown nowhere in it (:func:`.._urls.shown_text`).
     """
     reason = text.strip().splitlines()[0] if text.strip() else "no message"
-    reason = reason.removeprefix("PyRattlerBuildError: ")
+    reason = shown_text(reason.removeprefix("PyRattlerBuildError: "), channels)
     name = step.describe()
     if "download" in reason.lower() or "fetch" in reason.lower():
         urls = ", ".join(_source_urls(step.output)) or "its sources"
@@ -247,7 +249,8 @@ def classify_build_error(
         )
     if "resolve dependencies" in reason.lower() or "solve" in reason.lower():
         return DependencyError(
-            f"the build/host requirements of {name} could not be solved from {', '.join(channels[1:]) or 'no channel'}",
+            f"the build/host requirements of {name} could not be solved from "
+            f"{', '.join(shown_url(c) for c in channels[1:]) or 'no channel'}",
             fix="pass --channel with a reachable channel that has them (conda-forge needs network access)",
         )
     return BuildFailedError(
