@@ -880,7 +880,8 @@ def test_a_token_over_plain_http_to_another_machine_is_refused_before_any_reques
         ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url], capfd
     )
     assert status == 2
-    host = urlsplit(url).hostname
+    host = str(urlsplit(url).hostname)
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in a URL
     assert _error_line(err) == (
         f"flagtree-feedstock: error: --url {url} is plain http to another machine: PREFIX_API_KEY would cross "
         f"the network unencrypted, so nothing is sent (fix: use https://{host} (plain http only to this "
@@ -916,8 +917,10 @@ def test_a_server_that_never_answers_the_upload_ends_at_the_timeout(
         check=False,
     )
     assert done.returncode == 9, done.stderr
-    assert "failed: " + f"{url} did not answer for 2 s: gave up; none uploaded (fix: retry later; if it " in (
-        _error_line(done.stderr)
+    assert (
+        "failed: "
+        + f"{url} did not finish the request within 2 s: gave up; none uploaded (fix: retry later; if it "
+        in (_error_line(done.stderr))
     )
     assert _error_line(done.stderr).endswith("or give the server longer with --timeout)")
     assert done.stdout == ""

@@ -25,6 +25,8 @@ _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]*")
 _TOKEN_SEGMENT = re.compile(r"(?<![^/])t/[^/]+")
 # The characters an error line shows escaped: control characters (a line break, a terminal escape).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A closing bracket after a URL is the text's, unless the URL opened it (``http://[::1]``).
+_CLOSING = {")": "(", "]": "[", "}": "{"}
 # A secret this short is not masked in free text, where it would hide ordinary words (``?a=1``).
 _MIN_SECRET = 6
 
@@ -67,11 +69,21 @@ def url_secrets(url: str) -> set[str]:
 def shown_text(text: str, urls: Iterable[str] = ()) -> str:
     """``text`` with every URL in it shown as :func:`shown_url` shows it, and every secret of ``urls``
     (:func:`url_secrets`) masked wherever else it appears."""
-    text = _URL_IN_TEXT.sub(lambda match: shown_url(match.group(0)), text)
+    text = _URL_IN_TEXT.sub(_shown_match, text)
     secrets = {secret for url in urls for secret in url_secrets(url)}
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, HIDDEN)
     return text
+
+
+def _shown_match(match: re.Match[str]) -> str:
+    """A URL found in a text, shown; punctuation after it (``http://host:1: not followed``) is kept apart."""
+    found = url = match.group(0)
+    while url and (
+        url[-1] in ".,:;!?" or (url[-1] in _CLOSING and url.count(_CLOSING[url[-1]]) < url.count(url[-1]))
+    ):
+        url = url[:-1]
+    return shown_url(url) + found[len(url) :]
 
 
 def one_line(text: str) -> str:

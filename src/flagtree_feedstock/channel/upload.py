@@ -203,7 +203,7 @@ def _checked_origin(request: UploadRequest, variable: str) -> Origin:
         raise ConfigurationError(
             f"--url {request.shown_url} is plain http to another machine: {variable} would cross the "
             "network unencrypted, so nothing is sent",
-            fix=f"use https://{origin.host} (plain http only to this machine: localhost, 127.0.0.1, ::1)",
+            fix=f"use {Origin('https', origin.host, 443)} (plain http only to this machine: localhost, 127.0.0.1, ::1)",
         )
     if "@" in urlsplit(request.effective_url).netloc:
         raise ConfigurationError(
