@@ -130,8 +130,9 @@ def test_a_channel_s_secrets_are_nowhere_but_in_its_requests(
     given, shown = (text.format(port=port) for text in CHANNELS[form])
     out = tmp_path / "out"
     lock = tmp_path / ".out.lock"
-    lock.touch(mode=0o644)  # as a version before made it: readable by every local user
-    lock.chmod(0o644)
+    if form == "token":  # a lock file as a version before made it (readable by every local user), kept
+        lock.touch()
+        lock.chmod(0o644)
     argv = build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", given)
     done, children = _run_watching(argv, _environment(tmp_path))
 
@@ -215,3 +216,17 @@ def test_render_only_shows_no_secret(as_json: bool, tmp_path: Path) -> None:
         assert (archive["origin"], archive["url"]) == (ARCHIVE_SHOWN, ARCHIVE_SHOWN)
     else:
         assert f"  {ARCHIVE_SHOWN}\n" in done.stdout
+
+
+def test_a_process_s_command_line_is_recorded_without_a_url_s_secrets() -> None:
+    """What the lock record and the "waiting for" message show of a process: its URLs without their secrets."""
+    from flagtree_feedstock._processes import Process  # noqa: PLC0415
+
+    url = f"http://user:{PASSWORD}@host.example/t/{TOKEN}/chan?sig={SIGNATURE}"
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-c", url]) as process:
+        try:
+            found = Process.of(process.pid)
+        finally:
+            process.kill()
+    assert found is not None
+    assert found.command.endswith(" -c http://…@host.example/t/…/chan?…"), found.command
