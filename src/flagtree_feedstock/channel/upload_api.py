@@ -257,7 +257,9 @@ def _send_to_storage(api: Api, url: str, fields: Mapping[str, str], package: Pat
         answer.read_all()
 
 
-_FORM_FIX = "the server's staging answer asks for a form field no upload form has: check --url"
+_FORM_FIX = (
+    "the staging answer asks for a form field no upload form has: check that the server is anaconda.org's API"
+)
 _FILE_NAME_FIX = "give the package the file name its build wrote (name-version-build), which has none"
 
 
