@@ -1334,3 +1334,20 @@ def test_a_staging_answer_cannot_add_multipart_headers(toy_channel: Path, record
     assert "which would break out of its multipart header" in line, line
     assert "Traceback" not in done.stderr
     assert not [r for r in records() if b"X-Injected" in r["body"]]
+
+
+def test_a_package_whose_index_nests_deeply_is_one_line(tmp_path: Path, recorder: Recorder) -> None:
+    """A package's info/index.json nested 20 000 deep: checked before any request, refused in one line."""
+    package = tmp_path / "channel" / "linux-64" / "toy-1.0-0.tar.bz2"
+    package.parent.mkdir(parents=True)
+    index = ("[" * 20_000 + "]" * 20_000).encode()
+    with tarfile.open(package, "w:bz2") as tar:
+        entry = tarfile.TarInfo("info/index.json")
+        entry.size = len(index)
+        tar.addfile(entry, io.BytesIO(index))
+    url, records = recorder()
+    done, _ = _console(_upload_argv(tmp_path / "channel", url), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode == 9, done.stderr
+    assert "Traceback" not in done.stderr
+    assert str(package) in _error_line(done.stderr)
+    assert records() == []
