@@ -401,6 +401,8 @@ def _send(
     """A connection with the request sent (headers and body), and the alarm that ends it at ``ends``; the
     answer is not read yet."""
     left = _left(ends)
+    if left == 0:  # a redirect's next hop, with no time left for it
+        _check_deadline(_fired(), origin, timeouts)
     connect = timeouts.connect if left is None else min(timeouts.connect, left)
     connection, target, extra = _connection(url, origin, Timeouts(connect=connect, read=timeouts.read))
     deadline = _Alarm(None, None)

@@ -196,9 +196,8 @@ def _read_record(lock: FolderLock) -> list[tuple[str, Process]]:
     for line in lines[1:]:
         match = _RECORD_LINE.fullmatch(line)
         if match:
-            command = shown_text(
-                match["command"]
-            )  # a record an older version wrote may hold a channel's secret
+            # A record an older version wrote, or a planted one, may hold a channel's secret.
+            command = shown_text(match["command"])
             process = Process(pid=int(match["pid"]), start=int(match["start"]), command=command)
             found.append((match["role"], process))
     return found
