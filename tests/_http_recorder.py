@@ -17,7 +17,11 @@ RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..
 ``Location``), ``delay`` (seconds to wait before answering: a server that never answers), ``raw`` (bytes
 sent instead of an HTTP answer, then the connection is closed: a bad status line, a short read) or ``reset``
 (the connection is reset instead of answered); in ``headers`` and ``raw``, ``{authorization}`` stands for the
-request's Authorization header (a server that echoes the token). ``--host`` binds another loopback address
+request's Authorization header (a server that echoes the token). ``raw_latin1`` is ``raw`` sent as Latin-1
+(a header byte that is not ASCII, ``Content-Length: \xb2``); ``trickle`` sends the answer's body one byte every
+that many seconds (a server that keeps a slow read alive); ``interim`` sends ``100 Continue`` again and again
+for that many seconds, and never a final answer. Each of these stops by itself (the body is short, the
+interim answers end), so no test's server runs on once the client gave up. ``--host`` binds another loopback address
 (127.0.0.2 is another origin than 127.0.0.1), ``--tls CERT KEY`` serves https. Without a matching rule:
 
 - prefix.dev: ``POST /api/v1/upload/CHANNEL`` keeps the file's name and sha256 (its part's ``X-File-Name`` and
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import re
 import socket
@@ -139,8 +144,20 @@ class Recorder(BaseHTTPRequestHandler):
             self.connection.close()
             self.close_connection = True
             return
-        if "raw" in rule:
-            self.wfile.write(rule["raw"].replace("{authorization}", authorization).encode())
+        if "raw" in rule or "raw_latin1" in rule:
+            raw = rule.get("raw", rule.get("raw_latin1", ""))
+            encoding = "utf-8" if "raw" in rule else "latin-1"
+            with contextlib.suppress(OSError):
+                self.wfile.write(raw.replace("{authorization}", authorization).encode(encoding))
+            self.close_connection = True
+            return
+        if "interim" in rule:
+            ends = time.monotonic() + float(rule["interim"])
+            with contextlib.suppress(OSError):  # the client hung up: done
+                while time.monotonic() < ends:
+                    self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    self.wfile.flush()
+                    time.sleep(0.01)
             self.close_connection = True
             return
         payload = json.dumps(rule.get("body", {})).encode()
@@ -150,8 +167,17 @@ class Recorder(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+        if self.command == "HEAD":
+            return
+        if "trickle" in rule:
+            with contextlib.suppress(OSError):  # the client hung up: done
+                for byte in payload:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(float(rule["trickle"]))
+            self.close_connection = True
+            return
+        self.wfile.write(payload)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = _answer
 

@@ -123,3 +123,12 @@ def test_engine_errors_become_one_actionable_line(message: str, kind: type, need
     assert needle in str(error)
     assert "\n" not in str(error)
     assert error.fix
+
+
+def test_the_solve_error_shows_the_channels_without_their_secrets() -> None:
+    """The CLI shows every URL of an error line without its secrets too; this line has none to begin with."""
+    channel = "https://user:PW-1234567@conda.example/t/TK-1234567/chan?sig=SIG-1234567"
+    text = f"PyRattlerBuildError: Failed to resolve dependencies from {channel}"
+    error = classify_build_error(_step(), text, ["file:///staging", channel])
+    assert "could not be solved from https://…@conda.example/t/…/chan?…" in str(error)
+    assert "1234567" not in str(error)

@@ -213,7 +213,7 @@ def test_a_damaged_index_is_not_called_unreachable(
     assert main(["channel", "install", str(folder), "toy-py", "--target-platform", "linux-64"]) == 9
     assert _error(capsys) == (
         f"flagtree-feedstock: error: the channel index {folder / 'linux-64' / 'repodata.json'} is damaged: "
-        f"Expecting value: line 1 column 1 (char 0) (fix: run: flagtree-feedstock channel index {folder})"
+        f"it is not JSON: Expecting value: line 1 column 1 (char 0) (fix: run: flagtree-feedstock channel index {folder})"
     )
 
 

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, open_request, redact, shown_url
+from flagtree_feedstock._urls import one_line
 
 TIMEOUTS = Timeouts(connect=5, read=5)
 
@@ -158,12 +159,76 @@ def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, red
     ("url", "shown"),
     [
         ("https://host.example/a/b.tar.gz?sig=SECRET&se=2026", "https://host.example/a/b.tar.gz?…"),
-        ("https://user:SECRET@host.example:8443/b.tar.gz", "https://user@host.example:8443/b.tar.gz"),
+        ("https://user:SECRET@host.example:8443/b.tar.gz", "https://…@host.example:8443/b.tar.gz"),
         ("https://host.example/b.tar.gz#SECRET", "https://host.example/b.tar.gz"),
         ("https://host.example/b.tar.gz", "https://host.example/b.tar.gz"),
         ("/home/me/llvm?.tar.gz", "/home/me/llvm?.tar.gz"),
+        ("http://user:PW@host/t/TOKEN/chan?sig=Q", "http://…@host/t/…/chan?…"),
+        ("https://conda.anaconda.org/t/tk-1-2/chan/linux-64", "https://conda.anaconda.org/t/…/chan/linux-64"),
+        ("https://user:pa/ss@host/x", "https://…"),
+        ("conda-forge", "conda-forge"),
     ],
-    ids=["query", "password", "fragment", "plain", "a-path"],
+    ids=["query", "password", "fragment", "plain", "a-path", "anaconda", "token-path", "broken", "a-name"],
 )
 def test_a_url_is_shown_without_what_may_sign_it(url: str, shown: str) -> None:
     assert shown_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "cut", "shown"),
+    [
+        ("denied: 0123456789abcdef", False, "denied: ***"),
+        ("denied: 01234567", True, "denied: ***"),  # the read stopped inside the token
+        ("denied: 01234567", False, "denied: 01234567"),  # whole text: a prefix alone is no token
+        ("denied: nothing", True, "denied: nothing"),
+    ],
+    ids=["whole", "cut-inside", "not-cut", "cut-elsewhere"],
+)
+def test_redaction_masks_a_token_cut_by_the_end_of_the_text(text: str, cut: bool, shown: str) -> None:
+    assert redact(text, "0123456789abcdef", cut=cut) == shown
+
+
+def test_redaction_takes_a_token_with_a_stray_byte() -> None:
+    assert redact("a t\udc85k b", "t\udc85k") == "a *** b"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("from http://u:p@h:1/t/T0K3N/c?s=1: not found", "from http://…@h:1/t/…/c?…: not found"),
+        ("see (https://h/x?sig=abc).", "see (https://h/x?…)."),
+        ("use https://[2001:db8::1] (plain", "use https://[2001:db8::1] (plain"),
+        ("name x\r\nX-Injected: 1\x1b[2J", "name x\\r\\nX-Injected: 1\\x1b[2J"),
+    ],
+    ids=["url-with-secrets", "punctuation-after", "ipv6", "control-characters"],
+)
+def test_an_error_line_is_one_line_without_a_url_s_secrets(text: str, shown: str) -> None:
+    assert one_line(text) == shown
+
+
+class _Interim(BaseHTTPRequestHandler):
+    """Answers with ``102 Processing`` and nothing after: an interim answer as the final one."""
+
+    def do_GET(self) -> None:
+        self.wfile.write(b"HTTP/1.1 102 Processing\r\n\r\n")
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+def test_an_interim_answer_is_never_taken_for_the_final_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Interim)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(HttpError) as raised, open_request("GET", f"{url}/x", timeouts=TIMEOUTS):
+            pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (
+        raised.value.message
+        == f"{url} answered HTTP 102 Processing, an interim answer, where a final one was due"
+    )

@@ -17,6 +17,7 @@ HELPERS = frozenset(
         "errors",
         "platforms",
         "_digest",
+        "_foreign_json",
         "_engine",
         "_http",
         "_interrupts",
@@ -25,6 +26,7 @@ HELPERS = frozenset(
         "_processes",
         "_progress",
         "_subprocess",
+        "_urls",
     }
 )
 CLI = frozenset({"cli", "_entry", "__main__", "__init__"})

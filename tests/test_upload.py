@@ -880,7 +880,8 @@ def test_a_token_over_plain_http_to_another_machine_is_refused_before_any_reques
         ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url], capfd
     )
     assert status == 2
-    host = urlsplit(url).hostname
+    host = str(urlsplit(url).hostname)
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in a URL
     assert _error_line(err) == (
         f"flagtree-feedstock: error: --url {url} is plain http to another machine: PREFIX_API_KEY would cross "
         f"the network unencrypted, so nothing is sent (fix: use https://{host} (plain http only to this "
@@ -916,8 +917,10 @@ def test_a_server_that_never_answers_the_upload_ends_at_the_timeout(
         check=False,
     )
     assert done.returncode == 9, done.stderr
-    assert "failed: " + f"{url} did not answer for 2 s: gave up; none uploaded (fix: retry later; if it " in (
-        _error_line(done.stderr)
+    assert (
+        "failed: "
+        + f"{url} did not finish the request within 2 s: gave up; none uploaded (fix: retry later; if it "
+        in (_error_line(done.stderr))
     )
     assert _error_line(done.stderr).endswith("or give the server longer with --timeout)")
     assert done.stdout == ""
@@ -1139,3 +1142,212 @@ def test_the_upload_reads_only_the_info_of_a_package_it_checked_whole(
     with pytest.raises(DamagedPackage, match="fails its checksum"):
         read_info(copy, ("info/index.json",))
     assert package_info(copy) == package_info(packages[0])
+
+
+# ---- issue 28: what a server answers is bounded (time, depth, headers), and what goes out is checked ----
+
+
+def _console(
+    args: list[str], env: dict[str, str], *, limit: float = 60
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The real console script in its own process, and how long it ran (it must end well within ``limit``)."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        errors="surrogateescape",
+        timeout=limit,
+        check=False,
+    )
+    return done, time.monotonic() - started
+
+
+def _upload_argv(toy_channel: Path, url: str, *options: str, server: str = "prefix") -> list[str]:
+    return ["upload", str(toy_channel), "--to", server, "--channel", "flagtree", "--url", url, *options]
+
+
+# A lookup answer that would take 30 s at its pace (one byte every 0.25 s), or an endless 100 Continue.
+SLOW_ANSWERS = {
+    "trickle": {"status": 200, "trickle": 0.25, "body": {"packages": {}, "padding": "x" * 100}},
+    "interim": {"status": 200, "interim": 30},
+}
+
+
+@pytest.mark.parametrize("case", sorted(SLOW_ANSWERS))
+def test_the_timeout_bounds_the_whole_answer(case: str, toy_channel: Path, recorder: Recorder) -> None:
+    """`--timeout 3` ends the request after 3 s, however the server keeps it alive: a body trickling in a byte
+    at a time (each read well within the timeout: it ran 25 s), or `100 Continue` after `100 Continue`."""
+    url, _ = recorder([{"method": "GET", "path": "/flagtree/", **SLOW_ANSWERS[case]}])
+    done, took = _console(_upload_argv(toy_channel, url, "--timeout", "3"), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode == 9, done.stderr
+    line = _error_line(done.stderr)
+    assert f"asking prefix at {url} whether it holds" in line, line
+    assert " 3 s: gave up" in line, line
+    assert "Traceback" not in done.stderr
+    assert took < 10, took
+
+
+def test_an_endless_100_continue_ends_without_a_total_deadline(
+    tmp_path: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The LLVM archive's download has no total deadline (a 1 GB file takes long): the head of an answer, 1xx
+    interim answers included, must still arrive within its read timeout."""
+    from flagtree_feedstock._http import Timeouts  # noqa: PLC0415
+    from flagtree_feedstock.errors import SourceFetchError  # noqa: PLC0415
+    from flagtree_feedstock.llvm_archive import fetch  # noqa: PLC0415
+
+    monkeypatch.setattr(fetch, "TIMEOUTS", Timeouts(connect=2, read=2))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    url, _ = recorder([{"method": "GET", "path": "/llvm", "status": 200, "interim": 30}])
+    started = time.monotonic()
+    with pytest.raises(SourceFetchError) as raised:
+        fetch.download(f"{url}/llvm.tar.gz", "0" * 64, tmp_path / "cache")
+    assert f"{url} did not answer for 2 s: gave up" in str(raised.value)
+    assert time.monotonic() - started < 10
+
+
+def test_a_content_length_that_is_not_ascii_digits_is_no_traceback(
+    toy_channel: Path, recorder: Recorder
+) -> None:
+    """`Content-Length: ²` (a digit to str.isdigit, not to int) on the answers: read as no length."""
+    answer = "HTTP/1.1 200 OK\r\nContent-Length: \u00b2\r\nConnection: close\r\n\r\n{}"
+    url, records = recorder([{"path": "/", "raw_latin1": answer}])
+    done, _ = _console(_upload_argv(toy_channel, url), {"PREFIX_API_KEY": TOKEN})
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert len(_uploads(records)) == 2
+
+
+def test_a_token_with_a_stray_byte_is_refused_in_one_line(toy_channel: Path, recorder: Recorder) -> None:
+    """A byte that is not UTF-8 in the variable (\\x85, read as a lone surrogate) cannot go into a header."""
+    url, records = recorder()
+    secret = "pfx_QWERTY\udc85ASDFG-1234567890"
+    done, _ = _console(_upload_argv(toy_channel, url), {"PREFIX_API_KEY": secret})
+    assert done.returncode == 2, done.stderr
+    assert "PREFIX_API_KEY holds a control character or one that is not ASCII" in _error_line(done.stderr)
+    assert "Traceback" not in done.stderr
+    assert "QWERTY" not in done.stdout + done.stderr
+    assert records() == []
+
+
+def _nested(depth: int) -> str:
+    body = "[" * depth + "]" * depth
+    return f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+
+
+@pytest.mark.parametrize("depth", [100, 20_000])
+def test_a_deeply_nested_answer_is_one_line(depth: int, toy_channel: Path, recorder: Recorder) -> None:
+    """JSON nested 20 000 deep was a RecursionError traceback; now refused by its depth (beyond 64), in one
+    line, whether Python's parser could read it (100) or not."""
+    url, _ = recorder([{"method": "GET", "path": "/flagtree/", "raw": _nested(depth)}])
+    done, _ = _console(_upload_argv(toy_channel, url), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode == 9, done.stderr
+    assert "the answer cannot be read: it nests more than the 64 levels allowed" in _error_line(done.stderr)
+    assert "Traceback" not in done.stderr
+
+
+# A 40-character token after spaces: 780 (the whole read; it leaked half the token when only 800 bytes were
+# read) and 64 KiB less 20 (so the read stops inside the token, and its first 20 characters are all there is).
+SEAMS = {"780": 780, "read-edge": (64 << 10) - 20}
+
+
+@pytest.mark.parametrize("case", sorted(SEAMS))
+def test_a_token_straddling_the_read_is_masked(case: str, toy_channel: Path, recorder: Recorder) -> None:
+    secret = "pfx_" + "0123456789abcdef" * 2 + "ZYXW"
+    assert len(secret) == 40
+    body = " " * SEAMS[case] + secret
+    answer = f"HTTP/1.1 403 Forbidden\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+    url, _ = recorder([{"method": "POST", "path": "/api/v1/upload/", "raw": answer}])
+    done, _ = _console(_upload_argv(toy_channel, url), {"PREFIX_API_KEY": secret})
+    assert done.returncode == 9, done.stderr
+    assert "with HTTP 403 Forbidden: ***" in _error_line(done.stderr)
+    output = done.stdout + done.stderr
+    assert not [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in output]
+
+
+def test_a_url_with_a_password_is_refused_unshown(toy_channel: Path, recorder: Recorder) -> None:
+    url, records = recorder()
+    with_password = url.replace("http://", "http://user:pw-SECRET-1@") + "/?sig=SIG-SECRET-2"
+    done, _ = _console(_upload_argv(toy_channel, with_password), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode == 2, done.stderr
+    line = _error_line(done.stderr)
+    assert line.startswith(
+        f"flagtree-feedstock: error: --url {url.replace('http://', 'http://…@')}/?… holds a"
+    ), line
+    assert "SECRET" not in done.stdout + done.stderr
+    assert records() == []
+
+
+def _renamed_copy(package: Path, folder: Path, name: str) -> Path:
+    """``package`` (a .conda) as a .tar.bz2 whose index.json names the package ``name``, in ``folder``/linux-64."""
+    with zipfile.ZipFile(package) as outer:
+        info = next(n for n in outer.namelist() if n.startswith("info-"))
+        import zstandard  # noqa: PLC0415
+
+        inner = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(outer.read(info)))
+        members = {}
+        with tarfile.open(fileobj=inner, mode="r|") as tar:
+            for member in tar:
+                if member.isfile():
+                    members[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    index = json.loads(members["info/index.json"])
+    index["name"] = name
+    members["info/index.json"] = json.dumps(index).encode()
+    target = folder / "linux-64" / f"{name}-{index['version']}-{index['build']}.tar.bz2"
+    target.parent.mkdir(parents=True)
+    with tarfile.open(target, "w:bz2") as tar:
+        for member_name, content in members.items():
+            entry = tarfile.TarInfo(member_name)
+            entry.size = len(content)
+            tar.addfile(entry, io.BytesIO(content))
+    return target
+
+
+def test_a_file_name_cannot_add_multipart_headers(
+    tmp_path: Path, packages: list[Path], recorder: Recorder
+) -> None:
+    """A package named `x"\\r\\nX-Injected: 1\\r\\n`: its file name would end the part's header line."""
+    folder = tmp_path / "channel"
+    _renamed_copy(packages[0], folder, 'toy"\r\nX-Injected: yes\r\n')
+    url, records = recorder()
+    done, _ = _console(_upload_argv(folder, url), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode != 0, done.stderr
+    assert "Traceback" not in done.stderr
+    line = _error_line(done.stderr)  # one line: the name's line breaks are shown escaped
+    assert "which would break out of its multipart header" in line, line
+    assert not [r for r in records() if r["method"] == "POST"]
+    assert not [r for r in records() if b"X-Injected" in r["body"]]
+
+
+def test_a_staging_answer_cannot_add_multipart_headers(toy_channel: Path, recorder: Recorder) -> None:
+    """anaconda.org's staging answer names the storage form's fields; one name holding a line break is refused
+    before the file is sent to the storage."""
+    fields = {'key"\r\nX-Injected: yes\r\nx': "value"}
+    stage = {"method": "POST", "path": "/stage/", "status": 200,
+             "body": {"post_url": "http://127.0.0.1:9/s3", "form_data": fields, "dist_id": "d"}}  # fmt: skip
+    url, records = recorder([stage])
+    done, _ = _console(_upload_argv(toy_channel, url, server="anaconda"), {"ANACONDA_API_KEY": TOKEN})
+    assert done.returncode == 9, done.stderr
+    line = _error_line(done.stderr)
+    assert "which would break out of its multipart header" in line, line
+    assert "Traceback" not in done.stderr
+    assert not [r for r in records() if b"X-Injected" in r["body"]]
+
+
+def test_a_package_whose_index_nests_deeply_is_one_line(tmp_path: Path, recorder: Recorder) -> None:
+    """A package's info/index.json nested 20 000 deep: checked before any request, refused in one line."""
+    package = tmp_path / "channel" / "linux-64" / "toy-1.0-0.tar.bz2"
+    package.parent.mkdir(parents=True)
+    index = ("[" * 20_000 + "]" * 20_000).encode()
+    with tarfile.open(package, "w:bz2") as tar:
+        entry = tarfile.TarInfo("info/index.json")
+        entry.size = len(index)
+        tar.addfile(entry, io.BytesIO(index))
+    url, records = recorder()
+    done, _ = _console(_upload_argv(tmp_path / "channel", url), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode == 9, done.stderr
+    assert "Traceback" not in done.stderr
+    assert str(package) in _error_line(done.stderr)
+    assert records() == []

@@ -9,9 +9,14 @@ The standard library's ``http.client``, one connection per request, with the rul
   one to another origin (another host, port or scheme: https down to http too) is an error naming both. A
   3xx answer to any other method (an upload) is an error: it is never followed, and never a success.
 - Every request has a connect timeout and a read timeout (each wait on the server: for the connection and
-  the TLS handshake; then for each send the server does not take and each read it does not answer).
+  the TLS handshake; then for each send the server does not take, for the whole head of its answer, the
+  status line and headers, ``1xx`` interim answers included, and for each read of the body it does not
+  answer). A request given a total (:attr:`Timeouts.total`) ends when that time is up, whatever it is doing
+  (connecting, sending, waiting, reading a body trickling in byte by byte): the socket is shut down at the
+  deadline. A final ``1xx`` answer is an error.
 - Every failure is an :class:`HttpError`: one line that names the server's origin and, where it helps, what
-  to do. It is made of the origin, numbers and the standard library's words only, never of a header, the
+  to do; a malformed answer (a header http.client cannot read, a ``Content-Length`` that is not ASCII digits)
+  too. It is made of the origin, numbers and the standard library's words only, never of a header, the
   server's status text or its body, so the token cannot be in it (and is masked, should a proxy echo it).
 - ``http_proxy``/``https_proxy``/``no_proxy`` are honoured as urllib reads them (an https request tunnels
   through the proxy with CONNECT), except for a loopback host, which is always reached directly.
@@ -20,11 +25,15 @@ The standard library's ``http.client``, one connection per request, with the rul
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import ipaddress
 import json
+import re
 import socket
 import ssl
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,7 +41,9 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
+
+from ._urls import shown_url as shown_url  # noqa: PLC0414 - re-exported: the one rule for showing a URL
 
 MAX_REDIRECTS = 5
 CHUNK = 1 << 20
@@ -40,6 +51,7 @@ USER_AGENT = "flagtree-feedstock"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # The most a JSON answer may hold: a channel's repodata.json for one subdir is far smaller.
 MAX_ANSWER_BYTES = 256 << 20
+_DIGITS = re.compile(r"[0-9]+")
 
 Phase = Literal["connect", "send", "answer"]
 # A request body: byte strings and files, sent in this order.
@@ -77,7 +89,7 @@ class Origin:
             port = -1
         if scheme not in DEFAULT_PORTS or not parts.hostname or port == -1:
             raise HttpError(
-                f"{url.split('?', 1)[0]!r} is not an http:// or https:// URL with a host",
+                f"{shown_url(url)!r} is not an http:// or https:// URL with a host",
                 fix="give a URL such as https://host/path",
             )
         return cls(scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme])
@@ -99,10 +111,12 @@ class Origin:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds: to connect (TCP and TLS), and each wait on the server after that."""
+    """Seconds: to connect (TCP and TLS), each wait on the server after that (the head of its answer is one
+    wait), and, when given, the whole request, redirects included: connecting, sending, the whole answer."""
 
     connect: float
     read: float
+    total: float | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -122,29 +136,28 @@ def unencrypted(origin: Origin) -> bool:
     return origin.scheme == "http" and not origin.loopback
 
 
-def redact(text: str, secret: str) -> str:
+def redact(text: str, secret: str, *, cut: bool = False) -> str:
     """``text`` with ``secret`` replaced, in each form a server may echo it in: as sent, JSON-escaped (also
-    with ``\\/``), URL-quoted. Only the secret: a blank one (never read as a token) changes nothing."""
+    with ``\\/``), URL-quoted. Only the secret: a blank one (never read as a token) changes nothing.
+
+    ``cut``: ``text`` is the start of something longer (a read stopped there), so an end of it that begins
+    one of those forms (a token straddling the cut) is masked too. Mask first, then shorten what is shown.
+    """
     escaped = json.dumps(secret)[1:-1]
-    for form in sorted(
-        {secret, escaped, escaped.replace("/", "\\/"), quote(secret, safe="")}, key=len, reverse=True
-    ):
-        if form.strip():
-            text = text.replace(form, "***")
+    quoted = quote(secret, safe="", errors="surrogateescape")
+    forms = sorted({secret, escaped, escaped.replace("/", "\\/"), quoted}, key=len, reverse=True)
+    forms = [form for form in forms if form.strip()]
+    for form in forms:
+        text = text.replace(form, "***")
+    if cut:
+        for form in forms:
+            start = next(
+                (len(text) - n for n in range(len(form) - 1, 0, -1) if text.endswith(form[:n])), None
+            )
+            if start is not None:
+                text = text[:start] + "***"
+                break
     return text
-
-
-def shown_url(url: str) -> str:
-    """``url`` as messages and logs show it: without a password, a query or a fragment, which may carry a
-    signature (an Azure SAS token, a presigned S3 URL) that opens the file to whoever reads a CI log. A query
-    shows as ``?…``, so the reader knows one was given."""
-    parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username
-    netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
 
 
 def status_text(status: int) -> str:
@@ -153,6 +166,30 @@ def status_text(status: int) -> str:
         return f"HTTP {status} {HTTPStatus(status).phrase}"
     except ValueError:
         return f"HTTP {status}"
+
+
+class _Alarm:
+    """Shuts ``sock`` down (both ways) after ``seconds``, so every read or send blocked on it ends at once;
+    ``fired`` says whether it did. ``None`` seconds: never."""
+
+    def __init__(self, sock: socket.socket | None, seconds: float | None) -> None:
+        self.fired = False
+        self._timer: threading.Timer | None = None
+        if sock is not None and seconds is not None:
+            self._timer = threading.Timer(max(seconds, 0.0), self._fire, args=(sock,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self, sock: socket.socket) -> None:
+        self.fired = True
+        # The plain socket's shutdown (an SSLSocket's own would drop its TLS state under a reader); a socket
+        # closed meanwhile has nothing blocked on it.
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 @dataclass
@@ -164,12 +201,13 @@ class Answer:
     _response: http.client.HTTPResponse
     _origin: Origin
     _timeouts: Timeouts
+    _deadline: _Alarm | None = None  # the request's total, which the body's reads are bound by too
 
     @property
     def length(self) -> int | None:
-        """The body's length the server announced, or None."""
-        value = self.headers.get("Content-Length", "")
-        return int(value) if value.strip().isdigit() else None
+        """The body's length the server announced, or None (also for one that is not ASCII digits)."""
+        value = self.headers.get("Content-Length", "").strip()
+        return int(value) if _DIGITS.fullmatch(value) else None
 
     def chunks(self, size: int = CHUNK) -> Iterator[bytes]:
         """The body, chunk by chunk; a short read or a reset is an :class:`HttpError`."""
@@ -178,9 +216,12 @@ class Answer:
             try:
                 chunk = self._response.read(size)
             except http.client.IncompleteRead as exc:
+                _check_deadline(self._deadline, self._origin, self._timeouts)
                 raise self._short(received + len(exc.partial)) from None
             except (OSError, http.client.HTTPException, ValueError) as exc:
+                _check_deadline(self._deadline, self._origin, self._timeouts)
                 raise _failure(exc, self._origin, "answer", self._timeouts) from None
+            _check_deadline(self._deadline, self._origin, self._timeouts)
             if not chunk:
                 if self.length is not None and received < self.length:  # http.client ends such a body quietly
                     raise self._short(received)
@@ -252,6 +293,7 @@ def _request(
     body: Body,
 ) -> Iterator[Answer]:
     start = Origin.of(url)
+    ends = None if timeouts.total is None else time.monotonic() + timeouts.total
     for _ in range(MAX_REDIRECTS + 1):
         origin = Origin.of(url)
         if credential is not None and (origin != credential.origin or unencrypted(origin)):
@@ -260,18 +302,18 @@ def _request(
         sent = dict(headers)
         if credential is not None:
             sent["Authorization"] = credential.authorization
-        connection = _send(method=method, url=url, origin=origin, timeouts=timeouts, headers=sent, body=body)
+        connection, deadline = _send(
+            method=method, url=url, origin=origin, timeouts=timeouts, headers=sent, body=body, ends=ends
+        )
         try:
-            try:
-                response = connection.getresponse()
-            except (OSError, http.client.HTTPException, ValueError) as exc:
-                raise _failure(exc, origin, "answer", timeouts) from None
+            response = _response_head(connection, origin, timeouts, deadline)
             if 300 <= response.status < 400 and response.status != HTTPStatus.NOT_MODIFIED:
                 url = _redirect_target(method, url, origin, response)
                 continue
-            yield Answer(response.status, response.headers, response, origin, timeouts)
+            yield Answer(response.status, response.headers, response, origin, timeouts, deadline)
             return
         finally:
+            deadline.cancel()
             connection.close()
     raise HttpError(
         f"{start} redirected more than {MAX_REDIRECTS} times", fix="check the URL; the server loops"
@@ -307,18 +349,73 @@ def _redirect_target(method: str, url: str, origin: Origin, response: http.clien
     return target
 
 
+def _left(ends: float | None) -> float | None:
+    """Seconds until ``ends`` (a ``time.monotonic`` instant), or None for no end."""
+    return None if ends is None else max(ends - time.monotonic(), 0.0)
+
+
+def _check_deadline(deadline: _Alarm | None, origin: Origin, timeouts: Timeouts) -> None:
+    """The error for a request whose total time is up (its socket was shut down), if it is."""
+    if deadline is not None and deadline.fired:
+        raise HttpError(
+            f"{origin} did not finish the request within {timeouts.total:g} s: gave up",
+            fix=_RETRY,
+            timed_out=True,
+        )
+
+
+def _response_head(
+    connection: http.client.HTTPConnection, origin: Origin, timeouts: Timeouts, deadline: _Alarm
+) -> http.client.HTTPResponse:
+    """The answer's status line and headers, all within the read timeout (however slowly they trickle in, and
+    however many ``100 Continue`` come first); a final ``1xx`` answer is an error."""
+    head = _Alarm(connection.sock, timeouts.read)
+    try:
+        response = connection.getresponse()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        _check_deadline(deadline, origin, timeouts)
+        if head.fired:
+            raise _failure(TimeoutError(), origin, "answer", timeouts) from None
+        raise _failure(exc, origin, "answer", timeouts) from None
+    finally:
+        head.cancel()
+    _check_deadline(deadline, origin, timeouts)
+    if response.status < 200:
+        raise HttpError(
+            f"{origin} answered {status_text(response.status)}, an interim answer, where a final one was due",
+            fix="check the URL: that is not an HTTP server this client can talk to",
+        )
+    return response
+
+
 def _send(
-    *, method: str, url: str, origin: Origin, timeouts: Timeouts, headers: Mapping[str, str], body: Body
-) -> http.client.HTTPConnection:
-    """A connection with the request sent (headers and body); the answer is not read yet."""
-    connection, target, extra = _connection(url, origin, timeouts)
+    *,
+    method: str,
+    url: str,
+    origin: Origin,
+    timeouts: Timeouts,
+    headers: Mapping[str, str],
+    body: Body,
+    ends: float | None,
+) -> tuple[http.client.HTTPConnection, _Alarm]:
+    """A connection with the request sent (headers and body), and the alarm that ends it at ``ends``; the
+    answer is not read yet."""
+    left = _left(ends)
+    if left == 0:  # a redirect's next hop, with no time left for it
+        _check_deadline(_fired(), origin, timeouts)
+    connect = timeouts.connect if left is None else min(timeouts.connect, left)
+    connection, target, extra = _connection(url, origin, Timeouts(connect=connect, read=timeouts.read))
+    deadline = _Alarm(None, None)
     try:
         try:
             connection.connect()
         except (OSError, http.client.HTTPException, ValueError) as exc:
+            if left is not None and left < timeouts.connect and isinstance(exc, TimeoutError):
+                _check_deadline(_fired(), origin, timeouts)  # the total, not the connect timeout, ran out
             raise _failure(exc, origin, "connect", timeouts) from None
         assert connection.sock is not None
         connection.sock.settimeout(timeouts.read)
+        deadline = _Alarm(connection.sock, _left(ends))
         length = sum(part.stat().st_size if isinstance(part, Path) else len(part) for part in body)
         try:
             connection.putrequest(method, target, skip_accept_encoding=True)
@@ -337,11 +434,20 @@ def _send(
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server stopped reading, perhaps to answer (a 401, a 413): the answer tells
         except (OSError, http.client.HTTPException, ValueError) as exc:
+            _check_deadline(deadline, origin, timeouts)
             raise _failure(exc, origin, "send", timeouts) from None
     except BaseException:
+        deadline.cancel()
         connection.close()
         raise
-    return connection
+    return connection, deadline
+
+
+def _fired() -> _Alarm:
+    """An alarm that has gone off: the total time was up before a connection could be made."""
+    alarm = _Alarm(None, None)
+    alarm.fired = True
+    return alarm
 
 
 def _connection(

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._processes import Process, session_members
+from ._urls import shown_text
 from .errors import FileAccessError
 
 LOGGER = logging.getLogger(__name__)
@@ -129,7 +130,10 @@ def _open(folder: Path) -> FolderLock:
 
 
 def _open_file(folder: Path, path: Path) -> FolderLock:
-    """Open ``path`` as a lock file: made here (0644) or an existing regular file; never through a link.
+    """Open ``path`` as a lock file: made here (0600) or an existing regular file; never through a link.
+
+    The record names command lines, which only their user should read: a file this process may write is
+    made, or set, mode 0600 (one an older version made 0644 too).
 
     An existing file this process may not write (another user's, or on a read-only file system) is opened
     for reading: that is enough to lock it, not to record the holder. A file that cannot be made raises
@@ -137,7 +141,7 @@ def _open_file(folder: Path, path: Path) -> FolderLock:
     """
     flags = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO there must not hang the open
     try:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o644)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o600)
     except FileExistsError:
         pass
     except OSError as exc:
@@ -166,6 +170,8 @@ def _open_file(folder: Path, path: Path) -> FolderLock:
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
         raise _not_a_file(path)
+    if writable and os.fstat(descriptor).st_uid == os.getuid():
+        os.fchmod(descriptor, 0o600)
     return FolderLock(folder=folder, path=path, descriptor=descriptor, writable=writable)
 
 
@@ -190,7 +196,9 @@ def _read_record(lock: FolderLock) -> list[tuple[str, Process]]:
     for line in lines[1:]:
         match = _RECORD_LINE.fullmatch(line)
         if match:
-            process = Process(pid=int(match["pid"]), start=int(match["start"]), command=match["command"])
+            # A record an older version wrote, or a planted one, may hold a channel's secret.
+            command = shown_text(match["command"])
+            process = Process(pid=int(match["pid"]), start=int(match["start"]), command=command)
             found.append((match["role"], process))
     return found
 

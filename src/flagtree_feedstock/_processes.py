@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._urls import shown_text
+
 _PROC = Path("/proc")
 # A command line is shown up to this many characters (the engine worker's holds a whole JSON document).
 _COMMAND_CHARS = 160
@@ -41,7 +43,8 @@ class Process:
             words = (_PROC / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
         except OSError:
             return None  # ended meanwhile
-        command = " ".join(w.decode(errors="replace") for w in words).replace("\n", " ")
+        # Its URLs shown without their secrets (a -c channel's password, token or signature), before it is cut.
+        command = shown_text(" ".join(w.decode(errors="replace") for w in words).replace("\n", " "))
         if len(command) > _COMMAND_CHARS:
             command = command[: _COMMAND_CHARS - 3] + "..."
         return cls(pid=pid, start=int(fields[19]), command=command or "?")

@@ -2,6 +2,8 @@
 
 The engine (py-rattler-build) reports through a ``ProgressCallback``; this one renders on the CLI's stderr
 console. Log lines are printed as plain text: build output is full of ``[...]`` that rich would read as markup.
+Every URL in what is shown goes through :func:`._urls.shown_text`: a channel's password, token or signature
+never reaches the console, whoever logs it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Protocol
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
+
+from ._urls import shown_text, shown_url
 
 _STYLES = {"error": "bold red", "warn": "yellow"}
 # The engine's own bookkeeping that says nothing to a person watching a build.
@@ -64,7 +68,7 @@ class EngineEvents:
 
     def on_download_start(self, event: _DownloadStart) -> None:
         self._downloads[event.url] = self._progress.add_task(
-            f"downloading {event.url}", total=event.total_bytes
+            f"downloading {shown_url(event.url)}", total=event.total_bytes
         )
 
     def on_download_progress(self, event: _DownloadProgress) -> None:
@@ -76,16 +80,18 @@ class EngineEvents:
         task = self._downloads.pop(event.url, None)
         if task is not None:
             self._progress.remove_task(task)
-        self._console.print(Text(f"downloaded {event.url}"))
+        self._console.print(Text(f"downloaded {shown_url(event.url)}"))
 
     def on_build_step(self, event: _Step) -> None:
-        self._console.print(Text(f"── {event.step_name}: {event.message}", style="bold"))
+        self._console.print(Text(shown_text(f"── {event.step_name}: {event.message}"), style="bold"))
 
     def on_log(self, event: _Log) -> None:
         span = event.span or ""
         if event.level == "info" and any(quiet in span for quiet in _QUIET_SPANS):
             return
-        self._console.print(Text(event.message, style=_STYLES.get(event.level, "")), soft_wrap=True)
+        self._console.print(
+            Text(shown_text(event.message), style=_STYLES.get(event.level, "")), soft_wrap=True
+        )
 
 
 class ConsoleHandler(logging.Handler):
@@ -98,6 +104,6 @@ class ConsoleHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             style = "yellow" if record.levelno >= logging.WARNING else ""
-            self._console.print(Text(self.format(record), style=style), soft_wrap=True)
+            self._console.print(Text(shown_text(self.format(record)), style=style), soft_wrap=True)
         except Exception:  # noqa: BLE001 - logging's contract: report through handleError, never raise
             self.handleError(record)

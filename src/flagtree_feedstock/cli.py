@@ -20,6 +20,7 @@ from flagtree_doctor.terminal import new_console, print_json
 from . import __version__, llvm_archive
 from ._interrupts import report_interrupt
 from ._progress import ConsoleHandler, EngineEvents, new_progress
+from ._urls import one_line
 from .build.options import TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
 from .build.plan import BuildStep, plan_builds, select_outputs
@@ -175,8 +176,8 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="the longest to wait on the server at any step: connecting (at most 30 s), sending, "
-        "its answer [300]",
+        help="the longest one request may take, whole: connecting (at most 30 s of it), sending, and the "
+        "server's whole answer [300]",
     )
     upload.add_argument(
         "--label",
@@ -224,7 +225,7 @@ def main(  # noqa: PLR0911 - a return per command
         error = exc if isinstance(exc, FeedstockError) else file_access_error(exc)
         if args.debug_traceback or env.get("FLAGTREE_FEEDSTOCK_DEBUG"):
             traceback.print_exc()
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(str(error))}", file=sys.stderr)
         return error.return_code
     except KeyboardInterrupt as interrupt:  # SIGINT, SIGTERM or SIGHUP (_interrupts)
         return report_interrupt(interrupt)

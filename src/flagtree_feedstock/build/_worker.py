@@ -1,5 +1,9 @@
 """One engine call in a process of its own: ``python -m flagtree_feedstock.build._worker CALL FDS PARENT``.
 
+CALL is a descriptor, not the call: the call (its channels, which may carry a password, a token or a signed
+query) is read from an unlinked file of mode 0600 the worker inherits, because every local user can read a
+process's command line (``/proc/PID/cmdline``, ``ps``).
+
 py-rattler-build runs a whole build in one call that never returns to Python's main loop, which is where a
 signal handler runs: in-process, a Ctrl-C or a SIGTERM would reach Python only after the build script
 ended, and a signal sent to the toolkit alone (not to the script) would wait for the whole build. So each
@@ -34,8 +38,9 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -110,7 +115,11 @@ def run_engine(
     held = [events_write, lifeline_read, *([lock.fileno()] if lock is not None else [])]
     worker: subprocess.Popen[bytes] | None = None
     result: EngineResult | None = None
-    with os.fdopen(events_read, encoding="utf-8") as pipe, os.fdopen(lifeline_write, "wb", 0) as lifeline:
+    with (
+        os.fdopen(events_read, encoding="utf-8") as pipe,
+        os.fdopen(lifeline_write, "wb", 0) as lifeline,
+        _call_file(call) as call_file,
+    ):
         try:
             with deferred_interrupts():  # a signal while it starts ends it below, once it is known
                 try:
@@ -119,11 +128,11 @@ def run_engine(
                             sys.executable,
                             "-m",
                             __name__,
-                            json.dumps(asdict(call)),
+                            str(call_file),
                             ",".join(str(fd) for fd in held),
                             str(os.getpid()),
                         ],
-                        pass_fds=held,
+                        pass_fds=[*held, call_file],
                         start_new_session=True,
                         stdin=subprocess.DEVNULL,
                         env=engine_environment(env),
@@ -145,6 +154,24 @@ def run_engine(
     if result is not None:
         return result
     return EngineResult(outcome="crash", text=f"the engine's process ended with status {worker.returncode}")
+
+
+@contextlib.contextmanager
+def _call_file(call: EngineCall) -> Iterator[int]:
+    """A descriptor of an unlinked file of mode 0600 holding ``call`` as JSON, read from its start."""
+    with tempfile.TemporaryFile() as file:
+        file.write(json.dumps(asdict(call)).encode())
+        file.flush()
+        file.seek(0)
+        yield file.fileno()
+
+
+def _read_call(descriptor: int) -> EngineCall:
+    """The call :func:`_call_file` wrote; the descriptor is closed, so nothing the engine starts inherits it."""
+    with os.fdopen(descriptor, "rb") as file:
+        document = json.load(file)
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in document.items()}
+    return EngineCall(**fields)
 
 
 def _forward_events(pipe: IO[str], events: object | None) -> EngineResult | None:
@@ -255,10 +282,7 @@ def _run(call: EngineCall, events: _Forward) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fields: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(argv[0]).items()
-    }
-    call = EngineCall(**fields)
+    call = _read_call(int(argv[0]))
     descriptor, lifeline, *lock = (int(fd) for fd in argv[1].split(","))
     _end_with_parent(int(argv[2]))
     _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))

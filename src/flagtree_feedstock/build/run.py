@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.errors import (
     BuildFailedError,
@@ -25,6 +26,7 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
+from .engine_channels import engine_environment, split_credentials
 from .local_paths import scrub_new_packages
 from .output_dir import (
     evict,
@@ -118,6 +120,7 @@ def run_plan(
     channel_dir = settings.channel_dir
     subdirs = (source.target_platform, "noarch")
     published: list[Path] = []
+    engine = split_credentials(settings.channels)  # the engine never sees a channel's secret in its URL
     with output_lock(channel_dir) as lock:
         index_held(channel_dir)
         todo = []
@@ -131,11 +134,14 @@ def run_plan(
             return published
         cache = package_cache(channel_dir)
         evict(cache, [step.stem for step in todo])
-        env = {**os.environ, "RATTLER_CACHE_DIR": str(cache)}
-        with staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging:
+        with (
+            engine_environment(engine, {**os.environ, "RATTLER_CACHE_DIR": str(cache)}) as env,
+            staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
+        ):
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
-            channels = [staging.as_uri(), *settings.channels]
+            channels = [staging.as_uri(), *engine.channels]
+            given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
                     on_step(index, len(todo), step)
@@ -153,13 +159,13 @@ def run_plan(
                 )
                 if result.outcome == "crash":
                     raise BuildFailedError(
-                        f"building {step.describe()} failed: {result.text}",
+                        f"building {step.describe()} failed: {shown_text(result.text, given)}",
                         fix="read the output above; rerun with --keep-build to keep its work folder",
                     )
                 if result.outcome == "error":
                     if call.mode == "recipe":
                         _log_script_tail(staging)
-                    raise classify_build_error(step, result.text, channels, staging=staging)
+                    raise classify_build_error(step, result.text, given, staging=staging)
     return published
 
 
@@ -221,10 +227,11 @@ def classify_build_error(
 ) -> BuildFailedError | SourceFetchError | DependencyError:
     """Turn the engine's message into one line that names the cause and the fix.
 
-    ``staging`` is the engine's output folder, where it keeps a failed build's work folder.
+    ``staging`` is the engine's output folder, where it keeps a failed build's work folder. The channels'
+    secrets (a password, a token, a signature) are shown nowhere in it (:func:`.._urls.shown_text`).
     """
     reason = text.strip().splitlines()[0] if text.strip() else "no message"
-    reason = reason.removeprefix("PyRattlerBuildError: ")
+    reason = shown_text(reason.removeprefix("PyRattlerBuildError: "), channels)
     name = step.describe()
     if "download" in reason.lower() or "fetch" in reason.lower():
         urls = ", ".join(_source_urls(step.output)) or "its sources"
@@ -247,7 +254,8 @@ def classify_build_error(
         )
     if "resolve dependencies" in reason.lower() or "solve" in reason.lower():
         return DependencyError(
-            f"the build/host requirements of {name} could not be solved from {', '.join(channels[1:]) or 'no channel'}",
+            f"the build/host requirements of {name} could not be solved from "
+            f"{', '.join(shown_url(c) for c in channels[1:]) or 'no channel'}",
             fix="pass --channel with a reachable channel that has them (conda-forge needs network access)",
         )
     return BuildFailedError(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import bz2
-import json
 import logging
 import shlex
 import shutil
@@ -18,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from flagtree_feedstock._engine import require
+from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock.errors import ChannelError, ConfigurationError
@@ -185,9 +185,9 @@ def package_stem(path: Path, name: str | None = None) -> str:
     if index is None:
         raise DamagedPackage(f"it holds no {INDEX}")
     try:
-        record = json.loads(index)
+        record = parse_json(index)
     except ValueError as exc:
-        raise DamagedPackage(f"its {INDEX} is not JSON: {_first_line(exc)}") from None
+        raise DamagedPackage(f"its {INDEX} cannot be read: {_first_line(exc)}") from None
     fields = [record.get(key) if isinstance(record, dict) else None for key in ("name", "version", "build")]
     if not all(isinstance(field, str) and field for field in fields):
         raise DamagedPackage(f"its {INDEX} lacks the name, version or build")
@@ -367,7 +367,7 @@ def _check_readable_index(folder: Path, platform: PlatformName) -> None:
         if not repodata.is_file():
             continue
         try:
-            json.loads(repodata.read_bytes())
+            parse_json(repodata.read_bytes())
         except ValueError as exc:
             raise ChannelError(
                 f"the channel index {repodata} is damaged: {_first_line(exc)}",

@@ -8,9 +8,9 @@ checked every package whole before (a package of LLVM is read once, not twice).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock.errors import ChannelError
 
 from .folder import INDEX, DamagedPackage, read_info
@@ -36,9 +36,9 @@ def package_info(package: Path) -> tuple[dict[str, object], dict[str, object]]:
 
 def _document(name: str, content: bytes) -> dict[str, object]:
     try:
-        document = json.loads(content)
+        document = parse_json(content)
     except ValueError as exc:
-        raise DamagedPackage(f"its {name} is not JSON: {exc}") from None
+        raise DamagedPackage(f"its {name} cannot be read: {exc}") from None
     if not isinstance(document, dict):
         raise DamagedPackage(f"its {name} is not a JSON object")
     return document

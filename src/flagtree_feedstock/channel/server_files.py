@@ -22,7 +22,6 @@ elsewhere is an error, and every request has the upload's timeouts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,8 @@ from typing import Literal
 from urllib.parse import quote
 
 from flagtree_feedstock._digest import file_digest
-from flagtree_feedstock._http import Credential, HttpError, Timeouts, open_request, status_text
+from flagtree_feedstock._foreign_json import parse_json
+from flagtree_feedstock._http import Credential, HttpError, Timeouts, open_request, shown_url, status_text
 from flagtree_feedstock.errors import ChannelError
 
 Server = Literal["prefix", "anaconda"]
@@ -87,7 +87,7 @@ class ServerFiles:
 
     def _get(self, url: str, package: Path) -> dict[str, object] | None:
         """The JSON answer to GET ``url``, ``None`` for a 404; anything else is one error without the body."""
-        what = f"asking {self.server} at {self.url} whether it holds {package.name}"
+        what = f"asking {self.server} at {shown_url(self.url)} whether it holds {package.name}"
         try:
             with open_request(
                 "GET",
@@ -110,9 +110,11 @@ class ServerFiles:
             fix = f"{exc.fix}, or give it longer with --timeout" if exc.timed_out else exc.fix
             raise ChannelError(f"{what} failed: {exc}", fix=fix) from None
         try:
-            answer = json.loads(data or b"{}")
-        except ValueError:
-            raise ChannelError(f"{what} failed: the answer is not JSON", fix="check --url") from None
+            answer = parse_json(data or b"{}")
+        except ValueError as exc:
+            raise ChannelError(
+                f"{what} failed: the answer cannot be read: {exc}", fix="check --url"
+            ) from None
         if not isinstance(answer, dict):
             raise ChannelError(f"{what} failed: the answer is not a JSON object", fix="check --url")
         return answer

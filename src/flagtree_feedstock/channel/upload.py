@@ -1,8 +1,9 @@
 """Publish a built channel folder: upload each of its packages to prefix.dev or anaconda.org.
 
 This module finds the packages, reads the token from the environment (never from the command line, where it
-would land in logs and shell history; a blank one, or one with whitespace, is refused before any request, and
-so is a ``--url`` of plain http to a host that is not this machine), asks the server what it already holds
+would land in logs and shell history; a blank one, or one with whitespace or another character no token has, is
+refused before any request, and so is a ``--url`` of plain http to a host that is not this machine, or one
+holding a user name or password, which would not be used), asks the server what it already holds
 (:mod:`.server_files`: a rerun skips what is there with the same content and refuses a different file under
 the same name), uploads the rest (:mod:`.upload_api`, the requests py-rattler-build's upload makes, with
 timeouts and without following redirects) and turns failures into one-line errors that never contain the
@@ -16,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
+from urllib.parse import urlsplit
 
-from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, unencrypted
+from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, shown_url, unencrypted
 from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
 
 from .folder import check_package, package_files
@@ -32,10 +34,11 @@ SERVERS: frozenset[str] = frozenset(get_args(Server))
 TOKEN_VARIABLES: Mapping[Server, str] = {"prefix": "PREFIX_API_KEY", "anaconda": "ANACONDA_API_KEY"}
 # The public instances; --url points at a self-hosted one (or, in the tests, a local recorder).
 DEFAULT_URLS: Mapping[Server, str] = {"prefix": "https://prefix.dev", "anaconda": "https://api.anaconda.org"}
-# `upload --timeout`: the longest the upload waits on the server at any one step (for its answer, or for it
-# to take more of a package). A server answers an upload once it has stored and checked the whole file, a
-# few seconds for the largest package here (flagtree-llvm, some hundred MB): five minutes leaves room for a
-# slow server and still ends a dead connection long before a CI job's own limit.
+# `upload --timeout`: the longest one request may take, whole: connecting, sending (a package), and the server's
+# whole answer, however slowly it trickles in. A server answers an upload once it has stored and checked the
+# whole file, a few seconds for the largest package here (flagtree-llvm, some hundred MB, sent in well under a
+# minute from a CI runner): five minutes leaves room for a slow link and still ends a dead or trickling
+# connection long before a CI job's own limit.
 DEFAULT_TIMEOUT = 300.0
 # Connecting (TCP and TLS) takes a second where the server is up; at most this long, or --timeout if shorter.
 CONNECT_TIMEOUT = 30.0
@@ -50,11 +53,16 @@ class UploadRequest:
     channel: str
     url: str | None = None
     labels: tuple[str, ...] = ("main",)  # anaconda.org only: the labels (sub-channels) to upload to
-    timeout: float | None = None  # seconds, each wait on the server [DEFAULT_TIMEOUT]
+    timeout: float | None = None  # seconds, each request whole [DEFAULT_TIMEOUT]
 
     @property
     def effective_url(self) -> str:
         return self.url or DEFAULT_URLS[self.server]
+
+    @property
+    def shown_url(self) -> str:
+        """The server's URL as messages show it (:func:`.._urls.shown_url`)."""
+        return shown_url(self.effective_url)
 
 
 def parse_server(value: str) -> Server:
@@ -98,6 +106,12 @@ def read_token(variable: str, env: Mapping[str, str], server: str) -> str:
         raise ConfigurationError(
             f"{variable} holds whitespace (a space, tab or line break): an API token has none",
             fix=f"set {variable} again without the spaces or the trailing newline (in CI: re-save the secret)",
+        )
+    if not (token.isascii() and token.isprintable()):
+        raise ConfigurationError(
+            f"{variable} holds a control character or one that is not ASCII (a stray byte): an API token has "
+            "none, and it could not go into an HTTP header",
+            fix=f"set {variable} again to the token as the server shows it (in CI: re-save the secret)",
         )
     return token
 
@@ -143,7 +157,7 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
         len(packages),
         request.server,
         request.channel,
-        request.effective_url,
+        request.shown_url,
     )
     # One package per call: after a failure the error says which packages are on the server, and the one
     # that failed (perhaps half-uploaded: staged but not committed) is never reported as uploaded.
@@ -187,9 +201,15 @@ def _checked_origin(request: UploadRequest, variable: str) -> Origin:
         ) from None
     if unencrypted(origin):
         raise ConfigurationError(
-            f"--url {request.effective_url} is plain http to another machine: {variable} would cross the "
+            f"--url {request.shown_url} is plain http to another machine: {variable} would cross the "
             "network unencrypted, so nothing is sent",
-            fix=f"use https://{origin.host} (plain http only to this machine: localhost, 127.0.0.1, ::1)",
+            fix=f"use {Origin('https', origin.host, 443)} (plain http only to this machine: localhost, 127.0.0.1, ::1)",
+        )
+    if "@" in urlsplit(request.effective_url).netloc:
+        raise ConfigurationError(
+            f"--url {request.shown_url} holds a user name or password: it would not be used (the upload "
+            f"authenticates with {variable}), and it would sit in your shell history and CI logs",
+            fix=f"pass --url without it ({origin}); the token goes in {variable}",
         )
     return origin
 
@@ -199,7 +219,7 @@ def _timeouts(timeout: float) -> Timeouts:
         raise ConfigurationError(
             f"--timeout {timeout:g} is not a positive number of seconds", fix="give e.g. --timeout 300"
         )
-    return Timeouts(connect=min(CONNECT_TIMEOUT, timeout), read=timeout)
+    return Timeouts(connect=min(CONNECT_TIMEOUT, timeout), read=timeout, total=timeout)
 
 
 def _upload_one(api: Api, request: UploadRequest, package: Path) -> None:
@@ -215,7 +235,7 @@ def _refused_error(
     names = "; ".join(f"{package.name}: {why}" for package, why in refused)
     others = f"{len(done)} uploaded, {len(there)} already there"
     return ChannelError(
-        f"{request.server} channel {request.channel} at {request.effective_url} already holds a different file "
+        f"{request.server} channel {request.channel} at {request.shown_url} already holds a different file "
         f"under the same name, not replaced: {names} ({others})",
         fix="a published file name is never replaced: raise the build number in recipe/recipe.yaml and "
         "meta.yaml and rebuild, or remove that file from the channel first",
@@ -243,6 +263,6 @@ def _upload_error(
         fix = f"check {variable} (its scopes), the channel name and --url"
     return ChannelError(
         f"uploading {package.name} ({len(done) + 1} of {total}) to {request.server} channel {request.channel} "
-        f"at {request.effective_url} failed: {exc.reason}; {before}",
+        f"at {request.shown_url} failed: {exc.reason}; {before}",
         fix=fix,
     )

@@ -17,7 +17,11 @@ made here so that each has timeouts, never follows a redirect and never sends th
   answer's ``dist_id`` publishes it.
 
 A failure is an :class:`UploadFailed`: one line that names the server, never the token (a server's answer is
-quoted with the token masked, in every form a server may echo it).
+quoted with the token masked, in every form a server may echo it: masked in all that was read, then cut to
+what is shown). A name that goes into a multipart header (the package's file name, a field the staging answer
+asks for) holding a quote, a line break or another control character is refused before anything is sent: it
+could end the header and add others of its own (RFC 7578 leaves such names to each sender; a conda package
+file name never holds one).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -33,6 +38,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from flagtree_feedstock._digest import file_digest
+from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._http import (
     Answer,
     Credential,
@@ -51,6 +57,9 @@ LOGGER = logging.getLogger(__name__)
 RETRY_DELAYS = (1, 2, 4)  # seconds before each new try of a prefix.dev upload answered 5xx
 ANACONDA_HEADERS = {"Accept": "application/json", "x-binstar-api-version": "1.12.2"}
 SNIPPET = 200  # characters of a server's refusal quoted in the error
+REFUSAL_READ = 64 << 10  # bytes of a refusal read, and masked whole, before SNIPPET characters are shown
+# What may not be in a name inside a multipart header: a quote ends the name, a control character the line.
+_UNSAFE_IN_HEADER = re.compile(r'["\\\x00-\x1f\x7f]')
 
 
 class UploadFailed(Exception):
@@ -84,11 +93,18 @@ class Api:
 
     def refusal(self, answer: Answer, method: str, url: str) -> UploadFailed:
         """A refusal, quoting the start of the server's answer (the token masked)."""
+        data, cut = bytearray(), False
         try:
-            text = next(answer.chunks(4 * SNIPPET), b"").decode("utf-8", "replace")
+            for chunk in answer.chunks(REFUSAL_READ):
+                data += chunk
+                if len(data) >= REFUSAL_READ:
+                    cut = True
+                    break
         except HttpError:
-            text = ""
-        text = redact(" ".join(text.split()), self.credential.secret)
+            cut = True
+        # Masked in all that was read (a token straddling the end of the read too), then cut to what is shown.
+        text = redact(data[:REFUSAL_READ].decode("utf-8", "replace"), self.credential.secret, cut=cut)
+        text = " ".join(text.split())
         text = text if len(text) <= SNIPPET else text[:SNIPPET] + "…"
         server = "the server" if Origin.of(url) == self.credential.origin else str(Origin.of(url))
         where = f"{server} answered {method} {urlsplit(url).path} with {status_text(answer.status)}"
@@ -120,7 +136,7 @@ class Api:
                 raise self.refusal(answer, method, url)
             data = answer.read_all()
         try:
-            document = json.loads(data or b"{}")
+            document = parse_json(data or b"{}")
         except ValueError:
             return {}
         return document if isinstance(document, dict) else {}
@@ -148,7 +164,7 @@ def _prefix(api: Api, channel: str, package: Path) -> None:
     boundary = secrets.token_hex(16)
     head = (
         f"--{boundary}\r\n"
-        f'Content-Disposition: form-data; name="file"; filename="{package.name}"\r\n'
+        f'Content-Disposition: form-data; name="file"; filename="{_header_safe(package.name)}"\r\n'
         "Content-Type: application/octet-stream\r\n"
         f"Content-Length: {size}\r\n"
         f"X-File-Name: {package.name}\r\n"
@@ -178,6 +194,7 @@ def _prefix(api: Api, channel: str, package: Path) -> None:
 
 
 def _anaconda(api: Api, owner: str, labels: tuple[str, ...], package: Path) -> None:
+    _header_safe(package.name)  # before the first request: it goes into the storage's form at the end
     index, about = package_info(package)
     name, version, subdir = (str(index.get(key, "")) for key in ("name", "version", "subdir"))
     if not (name and version and subdir):
@@ -220,11 +237,12 @@ def _send_to_storage(api: Api, url: str, fields: Mapping[str, str], package: Pat
         "Content-MD5": base64.b64encode(file_digest(package, "md5")).decode(),
     }
     head = "".join(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{_header_safe(key, _FORM_FIX)}"\r\n\r\n{value}\r\n'
         for key, value in fields.items()
     )
     head += (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{package.name}"\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+        f'filename="{_header_safe(package.name)}"\r\n'
         "Content-Type: application/octet-stream\r\n\r\n"
     )
     with open_request(
@@ -237,6 +255,25 @@ def _send_to_storage(api: Api, url: str, fields: Mapping[str, str], package: Pat
         if not 200 <= answer.status < 300:
             raise api.refusal(answer, "POST", url)
         answer.read_all()
+
+
+_FORM_FIX = (
+    "the staging answer asks for a form field no upload form has: check that the server is anaconda.org's API"
+)
+_FILE_NAME_FIX = "give the package the file name its build wrote (name-version-build), which has none"
+
+
+def _header_safe(name: str, fix: str = _FILE_NAME_FIX) -> str:
+    """``name`` as it goes into a multipart header; one holding a quote, a backslash or a control character
+    (a line break above all) is refused, so no name can end its header and add others."""
+    found = _UNSAFE_IN_HEADER.search(name)
+    if found is not None:
+        raise UploadFailed(
+            f"not sent: the name {name!r} holds {found.group()!r}, which would break out of its multipart "
+            "header",
+            fix=fix,
+        )
+    return name
 
 
 def _segment(value: str) -> str:

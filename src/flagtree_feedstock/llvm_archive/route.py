@@ -56,9 +56,10 @@ class LlvmArchive:
         return shown_url(self.origin)
 
     def as_json(self) -> dict[str, object]:
+        """``--render-only --json``'s record; its URLs as every output shows them (no password, token, query)."""
         return {
-            "origin": self.origin,
-            "url": self.url,
+            "origin": self.shown,
+            "url": shown_url(self.url),
             "sha256": self.sha256,
             "top_folder": self.inspection.top if self.inspection else None,
             "glibc": self.inspection.glibc if self.inspection else None,
@@ -104,7 +105,9 @@ def from_options(
                 fix="add --llvm-archive-sha256 with the sha256 of that file (sha256sum on a copy you trust)",
             )
         if not fetch:
-            return LlvmArchive(origin=value, url=value, sha256=expected, inspection=None)
+            # Nothing is fetched: the render (and the variant file it reads) gets the URL as shown, so its
+            # password or signature is written nowhere.
+            return LlvmArchive(origin=value, url=shown_url(value), sha256=expected, inspection=None)
         path = download(value, expected, cache, max_size=limit)
     else:
         path = Path(urllib.parse.unquote(value.removeprefix("file://"))).expanduser()
@@ -126,7 +129,7 @@ def from_options(
         origin=value,
         url=path.resolve().as_uri(),
         sha256=digest,
-        inspection=inspect_cached(path, digest, cache, label=value),
+        inspection=inspect_cached(path, digest, cache, label=shown_url(value)),
     )
     LOGGER.info("flagtree-llvm: from Triton's LLVM archive %s (sha256 %s)", shown_url(value), digest)
     return archive

@@ -1,0 +1,92 @@
+"""What a URL may show: the one rule for every message, log line, summary, JSON document and record.
+
+A URL can carry a secret in three places, all of which are left out when it is shown:
+
+- its userinfo (``user:password@``), shown as ``…@``;
+- its query (``?sig=…``: an Azure SAS token, a presigned S3 URL), shown as ``?…``; its fragment is dropped;
+- anaconda.org's token segment (``/t/<token>/``, conda's and rattler's way of giving a channel's token),
+  shown as ``/t/…/``.
+
+So ``http://user:PW@host/t/TOKEN/chan?sig=Q`` shows as ``http://…@host/t/…/chan?…``. :func:`shown_text`
+applies the same rule to every URL inside a free text (an engine's error, a command line), and masks the
+secrets of URLs it is given wherever else they appear (an engine may print a URL's parts apart).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+
+HIDDEN = "…"
+# A URL inside a text: a scheme, ``://``, then anything up to a space or a quote.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]*")
+# anaconda.org's token segment: ``t/<token>`` as two path segments.
+_TOKEN_SEGMENT = re.compile(r"(?<![^/])t/[^/]+")
+# The characters an error line shows escaped: control characters (a line break, a terminal escape).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A closing bracket after a URL is the text's, unless the URL opened it (``http://[::1]``).
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+# A secret this short is not masked in free text, where it would hide ordinary words (``?a=1``).
+_MIN_SECRET = 6
+
+
+def shown_url(url: str) -> str:
+    """``url`` as anything the toolkit prints or writes shows it: without its userinfo, its query, its
+    fragment and anaconda.org's ``/t/<token>/`` segment. What is not a URL (a path, a channel name) is
+    returned as it is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a malformed host ("http://[x"): nothing after the scheme is shown
+        scheme = url.partition("://")[0]
+        return f"{scheme}://{HIDDEN}" if "://" in url else url
+    if not parts.scheme or not parts.netloc:
+        return url
+    try:
+        parts.port  # noqa: B018 - raises for a netloc that is not host[:port] (a password holding a "/")
+    except ValueError:
+        return f"{parts.scheme}://{HIDDEN}"
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"{HIDDEN}@{host}" if at else host
+    path = _TOKEN_SEGMENT.sub(f"t/{HIDDEN}", parts.path)
+    return urlunsplit((parts.scheme, netloc, path, HIDDEN if parts.query else "", ""))
+
+
+def url_secrets(url: str) -> set[str]:
+    """The secrets ``url`` carries, as given and URL-decoded: its password, its ``/t/`` token, its query and
+    each value in it (those too short to mask in a text are left out)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return set()
+    found = {parts.password or "", parts.query}
+    found.update(match.group(0)[2:] for match in _TOKEN_SEGMENT.finditer(parts.path))
+    found.update(value for _, value in parse_qsl(parts.query, keep_blank_values=True))
+    spelled = {form for secret in found for form in (secret, unquote(secret), quote(secret, safe=""))}
+    return {secret for secret in spelled if len(secret) >= _MIN_SECRET}
+
+
+def shown_text(text: str, urls: Iterable[str] = ()) -> str:
+    """``text`` with every URL in it shown as :func:`shown_url` shows it, and every secret of ``urls``
+    (:func:`url_secrets`) masked wherever else it appears."""
+    text = _URL_IN_TEXT.sub(_shown_match, text)
+    secrets = {secret for url in urls for secret in url_secrets(url)}
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, HIDDEN)
+    return text
+
+
+def _shown_match(match: re.Match[str]) -> str:
+    """A URL found in a text, shown; punctuation after it (``http://host:1: not followed``) is kept apart."""
+    found = url = match.group(0)
+    while url and (
+        url[-1] in ".,:;!?" or (url[-1] in _CLOSING and url.count(_CLOSING[url[-1]]) < url.count(url[-1]))
+    ):
+        url = url[:-1]
+    return shown_url(url) + found[len(url) :]
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line with its URLs shown (:func:`shown_text`): a control character that came
+    from outside (a line break in a file name, a terminal escape) is shown escaped, ``\\r``, ``\\x1b``."""
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], shown_text(text))
