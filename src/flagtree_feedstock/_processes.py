@@ -52,7 +52,14 @@ class Process:
         return now is not None and int(now[19]) == self.start
 
     def describe(self) -> str:
-        return f"process {self.pid} ({self.command})"
+        """``process PID (COMMAND)``, its command line's control characters escaped: a command line, or a
+        record of one in a lock file, may hold terminal escapes, which must not reach a terminal raw."""
+        return f"process {self.pid} ({shown(self.command)})"
+
+
+def shown(text: str) -> str:
+    """``text`` with every character that is not printable (escapes, newlines, other controls) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _stat(pid: int) -> list[str] | None:

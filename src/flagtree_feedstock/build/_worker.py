@@ -107,7 +107,7 @@ def run_engine(
     """
     events_read, events_write = os.pipe()
     lifeline_read, lifeline_write = os.pipe()
-    held = [events_write, lifeline_read, *([lock.fileno()] if lock is not None else [])]
+    held = [events_write, lifeline_read, *(lock.descriptors() if lock is not None else [])]
     worker: subprocess.Popen[bytes] | None = None
     result: EngineResult | None = None
     with os.fdopen(events_read, encoding="utf-8") as pipe, os.fdopen(lifeline_write, "wb", 0) as lifeline:
