@@ -468,8 +468,13 @@ def test_a_signal_while_upload_waits_for_the_server(tmp_path: Path, toy_channel:
     assert list(scratch.iterdir()) == []
 
 
-def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: Path) -> None:
-    """SIGTERM at the first rename of the staged files: every staged file is removed, none has moved."""
+@pytest.mark.parametrize(
+    "pause", ["os.rename:", "return:os.replace"], ids=["before-the-rename", "after-the-rename"]
+)
+def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: Path, pause: str) -> None:
+    """SIGTERM as the first staged file is renamed into place (just before, or just after the rename and
+    before the bump has noted it, the moment a signal once left that file new and its backup removed):
+    every staged file is removed, none has moved, no backup is left."""
     import yaml  # noqa: PLC0415
 
     from _bump_sources import copy_feedstock, make_standins  # noqa: PLC0415
@@ -483,11 +488,12 @@ def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: P
     argv = [str(CONSOLE_SCRIPT), "bump", "--recipe-dir", str(feedstock / "recipe")]
     process = _paused(
         [*argv, "--flagtree-src", str(standins.flagtree), "--to", "only-flagtree"],
-        "os.rename:",
+        pause,
         tmp_path,
         TMPDIR=str(scratch),
     )
-    assert list((feedstock / "recipe").glob(".*.tmp"))  # staged, being moved
+    # Before: staged, being moved. After: moved, its old file kept beside it until all have moved.
+    assert list((feedstock / "recipe").glob(".*.tmp" if pause == "os.rename:" else ".*.orig"))
     _ended(process, signal.SIGTERM)
     assert {p: p.read_bytes() for p in feedstock.rglob("*") if p.is_file()} == before
     assert list(scratch.iterdir()) == []  # the bump's scratch clones are removed too
