@@ -295,22 +295,57 @@ def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_na
     _until(lambda: not _alive(worker), "the worker ended with the toolkit")
     assert _alive(shell)
     assert _alive(child)
-    rerun = subprocess.run(
-        [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
-        env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    (line,) = [line for line in rerun.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
-    assert rerun.returncode == 12, rerun.stderr
-    named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
-    assert f" of an earlier build into {out} still runs" in line
-    listed = line.rsplit("(kill ", 1)[1].split(")", 1)[0].split()
-    assert {named, shell, child} <= {int(pid) for pid in listed}
-    assert line.endswith("), then rerun)")
+    for _ in range(2):  # the refusal does not forget them: a second rerun refuses too
+        rerun = subprocess.run(
+            [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
+            env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        (line,) = [
+            line for line in rerun.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")
+        ]
+        assert rerun.returncode == 12, rerun.stderr
+        named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
+        assert f" of an earlier build into {out} still runs" in line
+        listed = line.rsplit("(kill ", 1)[1].split(")", 1)[0].split()
+        assert {named, shell, child} <= {int(pid) for pid in listed}
+        assert line.endswith("), then rerun)")
     assert len(published(out)) == 1  # toy-quick, from the killed build; nothing built beside its leftovers
+
+
+def _recorded(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "done"])
+def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], how: str
+) -> None:
+    """toy-slow's script starts a process that leaves the session (setsid), ignores SIGTERM and forks a child
+    ignoring it too every 20 ms. Whether the build is ended by SIGTERM or its script ends as it should, the
+    worker, a child subreaper, gets what the script leaves, and none of it outlives the command."""
+    escape = tmp_path / "escaped"
+    process = toy_slow(TOY_ESCAPE=str(escape), TOY_RELEASE=str(tmp_path / "release"))
+    try:
+        _until(lambda: len(_recorded(escape)) >= 5, "the escaped process forks")
+        leader = _recorded(escape)[0]
+        assert os.getsid(leader) == leader != os.getsid(int((tmp_path / "marker").read_text().split()[0]))
+        if how == "SIGTERM":
+            _ended(process, signal.SIGTERM)
+        else:
+            (tmp_path / "release").touch()
+            _, stderr = process.communicate(timeout=120)
+            assert process.returncode == 0, stderr
+        running = [pid for pid in _recorded(escape) if _alive(pid)]
+        assert running == [], f"{len(running)} of {len(_recorded(escape))} escaped processes still run"
+    finally:
+        first = _recorded(escape)[:1]
+        if first and (leader_process := Process.of(first[0])) is not None:
+            _end_all(first[0], leader_process)
+    assert len(published(tmp_path / "channel")) == (2 if how == "done" else 1)
 
 
 LOADING = {

@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,46 @@ def session_members(session: int) -> list[int]:
         if fields is not None and int(fields[3]) == session:
             members.append(int(entry.name))
     return members
+
+
+def descendants(root: int) -> list[int]:
+    """The running processes below ``root``: its children, theirs, and so on, as ``/proc`` links them."""
+    children: dict[int, list[int]] = {}
+    for entry in _PROC.glob("[0-9]*"):
+        fields = _stat(int(entry.name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def end_descendants(root: int, *, grace: float, spare: Collection[int] = ()) -> None:
+    """End every process below ``root`` but ``spare``, wherever it went (a session of its own, SIGTERM
+    ignored): SIGTERM to each, then, once ``grace`` seconds have passed, SIGKILL to each until none is left.
+
+    ``root`` must be a child subreaper (``PR_SET_CHILD_SUBREAPER``) that runs meanwhile: a process whose
+    parent ends is then re-parented to it, not to init, so each round finds what the last one's kills left,
+    and a process that forks as fast as it can is ended with the children it made. Returns once none runs
+    (or, if one cannot be ended, after a second grace period).
+    """
+    signalled: set[int] = set()
+    kill_from = time.monotonic() + grace
+    while left := [pid for pid in descendants(root) if pid not in spare]:
+        now = time.monotonic()
+        if now > kill_from + grace:
+            return
+        for pid in left:
+            if now >= kill_from or pid not in signalled:
+                # Ended meanwhile, or not ours to signal (a setuid program): the others are ended all the same.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL if now >= kill_from else signal.SIGTERM)
+                signalled.add(pid)
+        time.sleep(0.02)
 
 
 def end_session(session: int, *, grace: float, spare: int | None = None) -> None:

@@ -53,6 +53,7 @@ _LETTING_GO = b"."
 WATCHDOG_NAME = b"flagtree-watch"
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,11 +161,15 @@ def _forward_events(pipe: IO[str], events: object | None) -> EngineResult | None
 
 
 def end_session(worker: subprocess.Popen[bytes]) -> None:
-    """End every process of ``worker``'s session, the worker included, then reap the worker.
+    """End every process below ``worker``, then every process of its session, the worker included, then reap
+    the worker.
 
-    SIGTERM, then SIGKILL after :data:`GRACE_SECONDS`. The worker is reaped last: until then no other
-    process can be given its pid, which is the session's id, so no process outside the session is signalled.
+    The worker is a child subreaper: what the build script started and left, even in a session of its own,
+    is re-parented to it while it runs, so its descendants are ended first, the worker last. SIGTERM, then
+    SIGKILL after :data:`GRACE_SECONDS`. The worker is reaped last: until then no other process can be given
+    its pid, which is the session's id, so no process outside the session is signalled.
     """
+    _processes.end_descendants(worker.pid, grace=GRACE_SECONDS)
     _processes.end_session(worker.pid, grace=GRACE_SECONDS)
     worker.wait()
 
@@ -261,7 +266,26 @@ def main(argv: list[str]) -> int:
     call = EngineCall(**fields)
     descriptor, lifeline, *lock = (int(fd) for fd in argv[1].split(","))
     _end_with_parent(int(argv[2]))
-    _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))
+    # What the build script leaves (a daemon in a session of its own) becomes this process's child when its
+    # parent ends, not init's: it is ended before this process ends (below), or by the toolkit meanwhile.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    watchdog = _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))
+    try:
+        return _serve(call, descriptor, lock)
+    finally:
+        _processes.end_descendants(os.getpid(), grace=GRACE_SECONDS, spare={watchdog})
+        _reap_ended()
+
+
+def _reap_ended() -> None:
+    """Reap the children that have ended (what the build script left, re-parented here and ended)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _serve(call: EngineCall, descriptor: int, lock: list[int]) -> int:
+    """Run ``call``, reporting its events and its result on the pipe ``descriptor``; its exit status."""
     # Not for the build script: the events pipe must close when the worker ends, and the lock is released
     # when the worker and its watchdog are gone, whatever the build script left running.
     for held in (descriptor, *lock):
@@ -302,15 +326,16 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> None:
-    """Fork the session's watchdog (see the module's docstring); the worker goes on without the lifeline.
+def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> int:
+    """Fork the session's watchdog (see the module's docstring), return its pid; the worker goes on without
+    the lifeline.
 
     ``closing``: the events pipe, which the watchdog closes at once (the toolkit reads it until the worker
     ends). Called before the engine is imported, while this process runs one thread.
     """
-    if os.fork():
+    if watchdog := os.fork():
         os.close(lifeline)
-        return
+        return watchdog
     try:
         os.close(closing)
         quiet = os.open(os.devnull, os.O_RDWR)
