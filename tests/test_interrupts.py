@@ -348,6 +348,53 @@ def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
     assert len(published(tmp_path / "channel")) == (2 if how == "done" else 1)
 
 
+def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
+    tmp_path: Path, empty_channel: Path
+) -> None:
+    """SIGKILL while toy-quick goes into the channel folder (its temporary `.part` file there, the staging
+    folder beside; no engine worker runs, so no watchdog cleans up): the next build into the folder removes
+    both, as their owner, named in them, is gone; a staging folder whose owner runs is left alone."""
+    out = tmp_path / "channel"
+    argv = [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))]
+    ready = tmp_path / "ready"
+    process = subprocess.Popen(
+        argv,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(HOOK),
+            "FLAGTREE_TEST_PAUSE": "os.chmod:.part",  # the package linked beside its name, not yet checked
+            "FLAGTREE_TEST_READY": str(ready),
+            "FLAGTREE_TEST_PAUSE_SECONDS": "60",
+            "TOY_RELEASE": str(tmp_path),  # toy-slow builds at once
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(ready, process)
+    _killed(process)
+    (part,) = out.glob("linux-64/.*.part")
+    (staging,) = tmp_path.glob(".channel-staging-*")
+    me = Process.of(os.getpid())
+    assert me is not None
+    busy = tmp_path / f".channel-staging-{me.pid}.{me.start}-busy"  # as a running build's would be named
+    busy.mkdir()
+    rerun = subprocess.run(
+        argv,
+        env={**os.environ, "TOY_RELEASE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert not part.exists()
+    assert not staging.exists()
+    assert busy.is_dir()
+    assert not list(out.rglob("*.part"))
+    assert len(published(out)) == 2
+
+
 LOADING = {
     "console-script": "rich.console",  # while the wrapper's import of the CLI loads
     "python -m": "rich.console",
