@@ -17,7 +17,13 @@ def run_measured(
     """Run ``argv`` (a Python console script) to its end within ``timeout``; its result and its VmHWM in kB."""
     done = subprocess.run(
         argv,
-        env={**os.environ, "PYTHONPATH": str(HOOK), "FLAGTREE_TEST_PEAK": str(peak), **env},
+        env={
+            **os.environ,
+            # The hook first, then what was there (mutations/run.py puts its copy of the code there).
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
+            "FLAGTREE_TEST_PEAK": str(peak),
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=timeout,

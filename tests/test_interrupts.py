@@ -361,7 +361,7 @@ def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
         argv,
         env={
             **os.environ,
-            "PYTHONPATH": str(HOOK),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
             "FLAGTREE_TEST_PAUSE": "os.chmod:.part",  # the package linked beside its name, not yet checked
             "FLAGTREE_TEST_READY": str(ready),
             "FLAGTREE_TEST_PAUSE_SECONDS": "60",
