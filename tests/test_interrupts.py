@@ -11,8 +11,10 @@ SIGKILL of the toolkit, which it cannot handle, does not leave its worker runnin
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -511,6 +514,46 @@ def test_a_signal_while_channel_index_writes_waits_for_the_index_and_leaves_no_t
     assert sorted(str(p.relative_to(channel)) for p in channel.rglob("*")) == sorted(
         ["linux-64", f"linux-64/{package.name}", "linux-64/repodata.json", "noarch", "noarch/repodata.json"]
     )
+
+
+def _running_threads() -> list[str]:
+    """This process's threads, but the calling one, that run (not asleep in the kernel): name and state."""
+    me = str(threading.get_native_id())
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if task.name != me and state not in {"S", "Z", "X"}:
+                found.append(f"{(task / 'comm').read_text().strip()} {state}")
+    return found
+
+
+def test_channel_index_goes_on_only_once_py_rattlers_workers_are_idle(
+    tmp_path: Path, toy_channel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py-rattler's indexer hands its result back while one of its tokio workers still finishes the task (on
+    about every second run here); a SIGTERM held until the index is written, then delivered, ends the
+    interpreter under that thread (once in 110 signals: SIGSEGV after "terminated"). By the time
+    index_channel removes the indexer's scratch folder, the last step before a held signal is delivered, every
+    other thread sleeps: ten indexes in a row, each looked at right then."""
+    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+
+    seen: list[list[str]] = []
+    remove = shutil.rmtree
+
+    def looked_at(path: Path, *args: Any, **kwargs: Any) -> None:
+        if Path(path).name == ".tmp":
+            seen.append(_running_threads())
+        remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(folder.shutil, "rmtree", looked_at)
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    for _ in range(10):
+        folder.index_channel(channel, check=False)
+    assert seen == [[]] * 10
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -139,3 +140,28 @@ def end_session(session: int, *, grace: float, spare: int | None = None) -> None
             if not [pid for pid in session_members(session) if pid != spare]:
                 return
             time.sleep(0.05)
+
+
+def wait_for_idle_threads(*, timeout: float = 2.0) -> None:
+    """Return once every other thread of this process sleeps (``S`` in ``/proc/self/task/*/stat``) on two looks
+    in a row, or after ``timeout`` seconds.
+
+    py-rattler's asyncio calls hand their result back while a tokio worker may still be finishing the task (on
+    about every second ``index_fs``, one still runs): an interpreter that exits meanwhile (a SIGTERM held
+    until the index was written, then delivered) can have that thread touch it as it is torn down.
+    """
+    me = str(threading.get_native_id())
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        busy = []
+        for task in (_PROC / "self" / "task").iterdir():
+            with contextlib.suppress(OSError, IndexError):
+                if task.name != me and (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in {
+                    "S",
+                    "Z",
+                    "X",
+                }:
+                    busy.append(task.name)
+        quiet = 0 if busy else quiet + 1
+        time.sleep(0.005)
