@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +98,39 @@ def descendants(root: int) -> list[int]:
         found += below
         todo += below
     return found
+
+
+def started(pids: Collection[int]) -> dict[int, int]:
+    """Each running process of ``pids`` with its start time (which tells it from a later one with its pid)."""
+    found = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:
+            found[pid] = int(fields[19])
+    return found
+
+
+def kill_escaped(seen: Mapping[int, int], *, session: int) -> None:
+    """SIGKILL each process of ``seen`` (pid -> start time) that still runs outside ``session``, and every
+    process below it: all are stopped first (SIGSTOP, round after round until no new one appears), so none
+    forks a child that escapes the kill, then killed."""
+    stopped: set[int] = set()
+    roots = [
+        pid for pid, start in started(seen).items() if seen[pid] == start and _session_of(pid) != session
+    ]
+    while new := {pid for root in roots for pid in [root, *descendants(root)]} - stopped:
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _session_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[3]) if fields is not None else None
 
 
 def end_descendants(root: int, *, grace: float, spare: Collection[int] = ()) -> None:

@@ -14,8 +14,8 @@ system kills it at once (``PR_SET_PDEATHSIG``, set by the worker on itself). The
 that started the worker, not the whole toolkit; that thread waits for the worker in :func:`run_engine` and
 ends it before going on, so it cannot end first while the toolkit lives, whichever thread it is. The worker's
 watchdog, a process the worker forks into its session before the engine starts, ends the rest of the session
-(the build script and everything it started, which the system does not signal) and removes the staging
-folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
+(the build script and everything it started, which the system does not signal), and what had left the
+session (it notes the processes below the worker every half second), and removes the staging folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
 when it lets go of the worker on purpose; an end of file without that byte means it is gone. A thread in
 the worker could not do this: it dies with the worker.
 
@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,8 @@ WATCHDOG_NAME = b"flagtree-watch"
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+# How often the watchdog notes the processes below the worker.
+_LOOK_SECONDS = 0.5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -343,8 +346,15 @@ def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> int:
             os.dup2(quiet, standard)
         with contextlib.suppress(OSError):  # a name for ps; the watch does not depend on it
             _prctl(_PR_SET_NAME, WATCHDOG_NAME)
+        worker, seen = os.getppid(), {}
+        # While the toolkit lives, note what runs below the worker: once the toolkit is killed, the worker is
+        # too, and what left the session (setsid) is init's, out of the session's reach.
+        while not select.select([lifeline], [], [], _LOOK_SECONDS)[0]:
+            seen = _processes.started(_processes.descendants(worker))
         if os.read(lifeline, 1) != _LETTING_GO:
-            _processes.end_session(os.getsid(0), grace=GRACE_SECONDS, spare=os.getpid())
+            session = os.getsid(0)
+            _processes.end_session(session, grace=GRACE_SECONDS, spare=os.getpid())
+            _processes.kill_escaped(seen, session=session)
             shutil.rmtree(staging, ignore_errors=True)
     finally:
         os._exit(0)
