@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -114,9 +115,8 @@ def folder_lock(folder: Path) -> Iterator[FolderLock]:
         yield lock
     finally:
         if made:
-            with contextlib.suppress(
-                OSError
-            ):  # made for the lock alone, and nothing went in: not left behind
+            # Made for the lock alone, and nothing went in: not left behind.
+            with contextlib.suppress(OSError):
                 folder.rmdir()
         # Closing, not LOCK_UN: an engine worker that inherited the descriptors still holds the lock until
         # it is gone (an unlock would release it for every holder at once).
@@ -156,9 +156,7 @@ def _locked_folder(folder: Path) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _flock_soon(descriptor):
                 LOGGER.warning(
                     "waiting for another command to finish writing into %s (its lock file %s was deleted or "
                     "replaced while it held it)",
@@ -172,6 +170,21 @@ def _locked_folder(folder: Path) -> int:
             os.close(descriptor)
             raise
         os.close(descriptor)
+
+
+def _flock_soon(descriptor: int, *, within: float = 1.0) -> bool:
+    """Whether ``descriptor`` could be flocked within ``within`` seconds: the last holder closes the lock file
+    and the folder one after the other, so the folder may stay held a moment after the file is free."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        else:
+            return True
 
 
 def _still_at(descriptor: int, path: Path, *, follow: bool = False) -> bool:
