@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from _peak import LIMIT_KIB, run_measured
 from flagtree_doctor import __version__
+from flagtree_doctor.bounded import MAX_FILE
 from flagtree_doctor.checks import CHECKS
 from flagtree_doctor.cli import main as doctor
 from flagtree_doctor.verify.cli import main as verify
@@ -226,3 +228,32 @@ def test_special_files_in_a_recorded_tree_are_unreadable_not_waited_for(
     # CPU 4's governor cannot be read; the other big cores' still can.
     assert checks["cpufreq-governor"]["message"] == "governor schedutil on CPUs 5-11; clocks ramp up late"
     assert checks["core-types"]["status"] == "warn"  # big.LITTLE still told apart, by core type
+
+
+@pytest.mark.parametrize("where", ["proc/cpuinfo", "sys/devices/system/cpu/cpu4/cpufreq/scaling_governor"])
+def test_a_huge_file_in_a_recorded_tree_is_never_read_whole(tmp_path: Path, where: str) -> None:
+    """A sparse file of 1 GiB in the tree: cpuinfo, which --root needs, is refused in one line; any other
+    file is one the doctor cannot read (as a FIFO is). Neither is read whole: the command's own peak memory
+    stays far below the file's size."""
+    tree = tmp_path / "tree"
+    shutil.copytree(DATA / "cix-p1-orion-o6", tree)
+    huge = tree / where
+    with huge.open("r+b") as stream:
+        stream.truncate(1 << 30)  # its text first, then nothing
+    done, peak = run_measured(
+        [str(Path(sys.executable).parent / "flagtree-doctor"), "--root", str(tree), "--json"],
+        tmp_path / "peak",
+    )
+    assert peak < LIMIT_KIB, f"{peak} kB"
+    assert "Traceback" not in done.stderr
+    if where == "proc/cpuinfo":
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines()[-1] == (
+            f"flagtree-doctor: error: --root {tree}: {huge} is longer than {MAX_FILE} bytes, more than any file "
+            "of its kind, not a copy of /proc/cpuinfo (fix: copy the machine's /proc/cpuinfo to "
+            f"{huge} (the feedstock's docs/using.md, 'Recording a machine', lists every file the doctor reads))"
+        )
+    else:
+        assert done.returncode == 0, done.stderr
+        checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+        assert checks["cpufreq-governor"]["message"] == "governor schedutil on CPUs 5-11; clocks ramp up late"

@@ -15,14 +15,16 @@ import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from _peak import LIMIT_KIB, run_measured
 from _recipe_support import RECIPE_DIR
 from _tools import missing, require_executable
-from flagtree_doctor import openmp
+from flagtree_doctor import activation, openmp
 from flagtree_doctor.cli import main
 
 DATA = Path(__file__).parent / "data" / "doctor"
@@ -454,3 +456,103 @@ def test_undo_keeps_the_folders_apply_did_not_make(prefix: Path) -> None:
     assert doctor_in(user).returncode == 0
     assert doctor_in(user, "--undo").returncode == 0
     assert snapshot(user) == {"conda-meta": "/", "etc": "/", "etc/conda": "/", "etc/conda/activate.d": "/"}
+
+
+# ---- --apply writes only regular files inside the environment (issue 28) ------------------------------------
+
+DOCTOR = Path(sys.executable).parent / "flagtree-doctor"
+
+
+def _doctor(prefix: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`flagtree-doctor --root CIX --apply ...` as a real process in ``prefix``; its result and peak memory."""
+    return run_measured(
+        [str(DOCTOR), "--root", str(CIX), "--apply", *extra], tmp_path / "peak", CONDA_PREFIX=str(prefix)
+    )
+
+
+def _tree(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under ``folder``: a file's bytes, a link's target, a folder or other file as its kind."""
+    found: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        key = str(path.relative_to(folder))
+        if path.is_symlink():
+            found[key] = f"-> {path.readlink()}"
+        elif path.is_file():
+            found[key] = path.read_bytes()
+        else:
+            found[key] = "folder" if path.is_dir() else "special"
+    return found
+
+
+@pytest.mark.parametrize("linked", ["etc", "etc/conda", "etc/conda/activate.d", "etc/conda/deactivate.d"])
+@pytest.mark.parametrize("undo", [False, True], ids=["apply", "undo"])
+def test_apply_never_writes_through_a_linked_folder(
+    prefix: Path, tmp_path: Path, linked: str, undo: bool
+) -> None:
+    """A folder on the way is a link to a folder outside the environment: refused in one line, before
+    anything is written (or, with --undo, removed) on either side of the link."""
+    outside = tmp_path / "outside"
+    (prefix / linked).rename(outside)
+    (prefix / linked).symlink_to(outside, target_is_directory=True)
+    if undo:
+        for stage in ("activate", "deactivate"):  # scripts of ours, where --undo would remove them
+            for folder in {prefix / "etc/conda" / f"{stage}.d", outside / f"{stage}.d", outside}:
+                if folder.is_dir() and not folder.is_symlink() and folder.name == f"{stage}.d":
+                    (folder / "flagtree-doctor-openmp.sh").write_text(f"{activation.HEADER} (x).\n")
+    before = (_tree(prefix), _tree(outside))
+    done, peak = _doctor(prefix, tmp_path, *(("--undo",) if undo else ()))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"flagtree-doctor: error: {prefix / linked} is a symbolic link (to {outside}): flagtree-doctor --apply "
+        "writes only regular files inside the environment, never through a link (fix: make "
+        f"{prefix / linked} a folder of its own (or remove the link), then run flagtree-doctor --apply again)\n"
+    )
+    assert (_tree(prefix), _tree(outside)) == before
+    assert peak < LIMIT_KIB
+
+
+def _fifo(path: Path) -> str:
+    os.mkfifo(path)
+    return "is a FIFO, not a regular file"
+
+
+def _dev_zero(path: Path) -> str:
+    path.symlink_to("/dev/zero")
+    return "is a symbolic link (to /dev/zero)"
+
+
+def _outside_file(path: Path) -> str:
+    target = path.parents[4] / "outside.sh"
+    target.write_text(f"{activation.HEADER} (theirs).\n")
+    path.symlink_to(target)
+    return f"is a symbolic link (to {target})"
+
+
+def _huge(path: Path) -> str:
+    with path.open("wb") as stream:
+        stream.write(f"{activation.HEADER} (x).\n".encode())
+        stream.truncate(1 << 30)
+    return f"is longer than {activation.MAX_SCRIPT} bytes, more than any file of its kind"
+
+
+@pytest.mark.parametrize(
+    "plant", [_fifo, _dev_zero, _outside_file, _huge], ids=["fifo", "dev-zero", "link", "huge"]
+)
+@pytest.mark.parametrize("undo", [False, True], ids=["apply", "undo"])
+def test_apply_refuses_a_script_place_that_holds_no_regular_file(
+    prefix: Path, tmp_path: Path, plant: Callable[[Path], str], undo: bool
+) -> None:
+    """Where a script of ours goes: a FIFO (no writer ever comes), a link to /dev/zero (no end), a link to a
+    file outside the environment, a sparse file of 1 GiB: each refused in one line, at once, nothing read
+    whole, nothing written or removed."""
+    place = prefix / "etc/conda/activate.d/flagtree-doctor-openmp.sh"
+    reason = plant(place)
+    before = _tree(tmp_path / "env with space")
+    done, peak = _doctor(prefix, tmp_path, *(("--undo",) if undo else ()))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"flagtree-doctor: error: {place} {reason}: flagtree-doctor --apply reads and writes only regular files "
+        "inside the environment (fix: move it away, then run flagtree-doctor --apply again)\n"
+    )
+    assert _tree(tmp_path / "env with space") == before
+    assert peak < LIMIT_KIB, f"{peak} kB"

@@ -11,8 +11,10 @@ SIGKILL of the toolkit, which it cannot handle, does not leave its worker runnin
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,22 +298,111 @@ def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_na
     _until(lambda: not _alive(worker), "the worker ended with the toolkit")
     assert _alive(shell)
     assert _alive(child)
+    for _ in range(2):  # the refusal does not forget them: a second rerun refuses too
+        rerun = subprocess.run(
+            [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
+            env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        (line,) = [
+            line for line in rerun.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")
+        ]
+        assert rerun.returncode == 12, rerun.stderr
+        named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
+        assert f" of an earlier build into {out} still runs" in line
+        listed = line.rsplit("(kill ", 1)[1].split(")", 1)[0].split()
+        assert {named, shell, child} <= {int(pid) for pid in listed}
+        assert line.endswith("), then rerun)")
+    assert len(published(out)) == 1  # toy-quick, from the killed build; nothing built beside its leftovers
+
+
+def _recorded(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "done", "SIGKILL"])
+def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], how: str
+) -> None:
+    """toy-slow's script starts a process that leaves the session (setsid), ignores SIGTERM and forks a child
+    ignoring it too every 20 ms. Whether the build is ended by SIGTERM or its script ends as it should, the
+    worker, a child subreaper, gets what the script leaves, and none of it outlives the command. When the
+    toolkit is SIGKILLed (the worker dies with it), the watchdog, which notes what runs below the worker every
+    half second, ends it (the forker has run for a second by then) before it lets the lock go."""
+    escape = tmp_path / "escaped"
+    process = toy_slow(TOY_ESCAPE=str(escape), TOY_RELEASE=str(tmp_path / "release"))
+    try:
+        _until(lambda: len(_recorded(escape)) >= 50, "the escaped process forks for a second")
+        leader = _recorded(escape)[0]
+        assert os.getsid(leader) == leader != os.getsid(int((tmp_path / "marker").read_text().split()[0]))
+        if how == "SIGTERM":
+            _ended(process, signal.SIGTERM)
+        elif how == "SIGKILL":
+            _killed(process)
+            free: list[list[int]] = []
+            _running_when_the_lock_is_free(tmp_path / ".channel.lock", [], free)  # the watchdog is done
+            assert free == [[]]
+        else:
+            (tmp_path / "release").touch()
+            _, stderr = process.communicate(timeout=120)
+            assert process.returncode == 0, stderr
+        running = [pid for pid in _recorded(escape) if _alive(pid)]
+        assert running == [], f"{len(running)} of {len(_recorded(escape))} escaped processes still run"
+    finally:
+        first = _recorded(escape)[:1]
+        if first and (leader_process := Process.of(first[0])) is not None:
+            _end_all(first[0], leader_process)
+    assert len(published(tmp_path / "channel")) == (2 if how == "done" else 1)  # toy-quick, kept
+
+
+def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
+    tmp_path: Path, empty_channel: Path
+) -> None:
+    """SIGKILL while toy-quick goes into the channel folder (its temporary `.part` file there, the staging
+    folder beside; no engine worker runs, so no watchdog cleans up): the next build into the folder removes
+    both, as their owner, named in them, is gone; a staging folder whose owner runs is left alone."""
+    out = tmp_path / "channel"
+    argv = [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))]
+    ready = tmp_path / "ready"
+    process = subprocess.Popen(
+        argv,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
+            "FLAGTREE_TEST_PAUSE": "os.chmod:.part",  # the package linked beside its name, not yet checked
+            "FLAGTREE_TEST_READY": str(ready),
+            "FLAGTREE_TEST_PAUSE_SECONDS": "60",
+            "TOY_RELEASE": str(tmp_path),  # toy-slow builds at once
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(ready, process)
+    _killed(process)
+    (part,) = out.glob("linux-64/.*.part")
+    (staging,) = tmp_path.glob(".channel-staging-*")
+    me = Process.of(os.getpid())
+    assert me is not None
+    busy = tmp_path / f".channel-staging-{me.pid}.{me.start}-busy"  # as a running build's would be named
+    busy.mkdir()
     rerun = subprocess.run(
-        [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
-        env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
+        argv,
+        env={**os.environ, "TOY_RELEASE": str(tmp_path)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
-    (line,) = [line for line in rerun.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
-    assert rerun.returncode == 12, rerun.stderr
-    named = int(line.removeprefix("flagtree-feedstock: error: process ").split(" ", 1)[0])
-    assert f" of an earlier build into {out} still runs" in line
-    listed = line.rsplit("(kill ", 1)[1].split(")", 1)[0].split()
-    assert {named, shell, child} <= {int(pid) for pid in listed}
-    assert line.endswith("), then rerun)")
-    assert len(published(out)) == 1  # toy-quick, from the killed build; nothing built beside its leftovers
+    assert rerun.returncode == 0, rerun.stderr
+    assert not part.exists()
+    assert not staging.exists()
+    assert busy.is_dir()
+    assert not list(out.rglob("*.part"))
+    assert len(published(out)) == 2
 
 
 LOADING = {
@@ -431,6 +523,46 @@ def test_a_signal_while_channel_index_writes_waits_for_the_index_and_leaves_no_t
     )
 
 
+def _running_threads() -> list[str]:
+    """This process's threads, but the calling one, that run (not asleep in the kernel): name and state."""
+    me = str(threading.get_native_id())
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if task.name != me and state not in {"S", "Z", "X"}:
+                found.append(f"{(task / 'comm').read_text().strip()} {state}")
+    return found
+
+
+def test_channel_index_goes_on_only_once_py_rattlers_workers_are_idle(
+    tmp_path: Path, toy_channel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py-rattler's indexer hands its result back while one of its tokio workers still finishes the task (on
+    about every second run here); a SIGTERM held until the index is written, then delivered, ends the
+    interpreter under that thread (once in 110 signals: SIGSEGV after "terminated"). By the time
+    index_channel removes the indexer's scratch folder, the last step before a held signal is delivered, every
+    other thread sleeps: ten indexes in a row, each looked at right then."""
+    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+
+    seen: list[list[str]] = []
+    remove = shutil.rmtree
+
+    def looked_at(path: Path, *args: Any, **kwargs: Any) -> None:
+        if Path(path).name == ".tmp":
+            seen.append(_running_threads())
+        remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(folder.shutil, "rmtree", looked_at)
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    for _ in range(10):
+        folder.index_channel(channel, check=False)
+    assert seen == [[]] * 10
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_a_signal_while_upload_waits_for_the_server(tmp_path: Path, toy_channel: Path, signum: int) -> None:
     """A server that takes the request and never answers: the signal ends the upload at once, one line."""
@@ -468,8 +600,13 @@ def test_a_signal_while_upload_waits_for_the_server(tmp_path: Path, toy_channel:
     assert list(scratch.iterdir()) == []
 
 
-def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: Path) -> None:
-    """SIGTERM at the first rename of the staged files: every staged file is removed, none has moved."""
+@pytest.mark.parametrize(
+    "pause", ["os.rename:", "return:os.replace"], ids=["before-the-rename", "after-the-rename"]
+)
+def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: Path, pause: str) -> None:
+    """SIGTERM as the first staged file is renamed into place (just before, or just after the rename and
+    before the bump has noted it, the moment a signal once left that file new and its backup removed):
+    every staged file is removed, none has moved, no backup is left."""
     import yaml  # noqa: PLC0415
 
     from _bump_sources import copy_feedstock, make_standins  # noqa: PLC0415
@@ -483,11 +620,12 @@ def test_a_signal_while_bump_writes_leaves_no_tmp_and_no_pin_changed(tmp_path: P
     argv = [str(CONSOLE_SCRIPT), "bump", "--recipe-dir", str(feedstock / "recipe")]
     process = _paused(
         [*argv, "--flagtree-src", str(standins.flagtree), "--to", "only-flagtree"],
-        "os.rename:",
+        pause,
         tmp_path,
         TMPDIR=str(scratch),
     )
-    assert list((feedstock / "recipe").glob(".*.tmp"))  # staged, being moved
+    # Before: staged, being moved. After: moved, its old file kept beside it until all have moved.
+    assert list((feedstock / "recipe").glob(".*.tmp" if pause == "os.rename:" else ".*.orig"))
     _ended(process, signal.SIGTERM)
     assert {p: p.read_bytes() for p in feedstock.rglob("*") if p.is_file()} == before
     assert list(scratch.iterdir()) == []  # the bump's scratch clones are removed too

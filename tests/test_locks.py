@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from _peak import LIMIT_KIB, run_measured
 from _tools import as_a_user
 from _toy import build_args, error_line, make_empty_channel, native_args, published
-from flagtree_feedstock._locks import INSIDE, folder_lock, lock_path
+from flagtree_feedstock._locks import INSIDE, MAX_RECORD, folder_lock, lock_path
 from flagtree_feedstock._processes import Process
 from flagtree_feedstock.cli import main
 
@@ -215,3 +216,107 @@ def test_a_recorded_worker_whose_pid_another_process_has_now_is_not_named(
     finally:
         other.send_signal(signal.SIGKILL)
         other.wait()
+
+
+def _index_in_background(channel: Path, err: Path) -> subprocess.Popen[str]:
+    """`flagtree-feedstock channel index` of ``channel`` as a real process, its stderr into ``err``."""
+    with err.open("w") as stream:
+        return subprocess.Popen(
+            [str(CONSOLE_SCRIPT), "channel", "index", str(channel)],
+            stdout=subprocess.DEVNULL,
+            stderr=stream,
+            text=True,
+        )
+
+
+def _waiting_line(process: subprocess.Popen[str], err: Path) -> str:
+    """The line ``process`` prints as it starts to wait for the lock (it must wait, not end)."""
+    deadline = time.monotonic() + 60
+    while "waiting for " not in err.read_text():
+        if process.poll() is not None:
+            pytest.fail(f"it did not wait (status {process.returncode}): {err.read_text()}")
+        assert time.monotonic() < deadline, "no waiting line within 60 s"
+        time.sleep(0.02)
+    (line,) = [line for line in err.read_text().splitlines() if "waiting for " in line]
+    return line
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_lock_file_deleted_or_replaced_while_held_keeps_a_second_command_out(
+    tmp_path: Path, channel: Path, how: str
+) -> None:
+    """A build holds the lock; someone removes its file (or puts another in its place): a second command
+    makes (or finds) a new file that nobody holds, yet it waits: the folder itself is locked too."""
+    lock = lock_path(channel)
+    err = tmp_path / "index.err"
+    with folder_lock(channel):
+        lock.unlink()
+        if how == "replaced":
+            lock.write_text("flagtree-feedstock lock\n")
+        index = _index_in_background(channel, err)
+        line = _waiting_line(index, err)
+        time.sleep(0.3)
+        assert index.poll() is None
+        assert not (channel / "linux-64" / "repodata.json").exists()  # nothing written beside the holder
+    assert index.wait(timeout=60) == 0, err.read_text()
+    assert line.endswith(
+        f"waiting for another command to finish writing into {channel} (its lock file {lock} was deleted or "
+        "replaced while it held it)"
+    )
+    assert (channel / "linux-64" / "repodata.json").is_file()
+    assert "flagtree-feedstock lock" in lock.read_text()  # the new file holds the index's record
+
+
+def test_a_lock_file_replaced_while_a_command_waits_is_let_go_for_the_new_one(
+    tmp_path: Path, channel: Path
+) -> None:
+    """The second command waits on the file the holder locked; that file is replaced meanwhile: once the
+    holder lets go, the second locks the file now at the path (checked after locking), so its record is
+    where a third command looks."""
+    lock = lock_path(channel)
+    err = tmp_path / "index.err"
+    with folder_lock(channel):
+        index = _index_in_background(channel, err)
+        _waiting_line(index, err)
+        replacement = tmp_path / "replacement"
+        replacement.write_text("flagtree-feedstock lock\n")
+        replacement.replace(lock)
+    assert index.wait(timeout=60) == 0, err.read_text()
+    assert lock.read_text().splitlines()[1].startswith(f"holder {index.pid} ")
+
+
+def test_a_huge_lock_file_is_refused_unread(tmp_path: Path, channel: Path) -> None:
+    """A 3 GiB sparse file where the lock file goes (a lock record's header, then nothing): refused in one
+    line, neither read nor padded whole (the command's own peak memory stays far below its size)."""
+    lock = lock_path(channel)
+    with lock.open("wb") as stream:
+        stream.write(b"flagtree-feedstock lock\n")
+        stream.truncate(3 << 30)
+    done, peak = run_measured([str(CONSOLE_SCRIPT), "channel", "index", str(channel)], tmp_path / "peak")
+    assert done.returncode == 10, done.stderr
+    assert error_line(done.stderr) == (
+        f"flagtree-feedstock: error: {lock} is not a lock file of flagtree-feedstock: it is {3 << 30} bytes "
+        f"long, and a lock record is never longer than {MAX_RECORD} (it is left as it is, unread) (fix: move "
+        f"{lock} away (flagtree-feedstock makes its lock file for {channel} there), then rerun)"
+    )
+    assert "Traceback" not in done.stderr
+    assert peak < LIMIT_KIB, f"{peak} kB"
+    assert lock.stat().st_size == 3 << 30
+    assert lock.stat().st_blocks * 512 < 1 << 20  # still sparse: nothing was written over it
+    assert not (channel / "linux-64" / "repodata.json").exists()
+
+
+def test_a_planted_record_is_shown_with_its_control_characters_escaped(tmp_path: Path, channel: Path) -> None:
+    """The record names a running process (this test's) with a command line full of terminal escapes: the
+    waiting line shows them escaped, never raw."""
+    lock = lock_path(channel)
+    err = tmp_path / "index.err"
+    with folder_lock(channel) as held:
+        assert held.holder is not None
+        planted = "evil\x1b]0;pwned\x07\x1b[2J\x9b31m"
+        lock.write_text(f"flagtree-feedstock lock\nholder {held.holder.pid} {held.holder.start} {planted}\n")
+        index = _index_in_background(channel, err)
+        line = _waiting_line(index, err)
+    assert index.wait(timeout=60) == 0, err.read_text()
+    assert f"waiting for process {os.getpid()} (evil\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m) to finish" in line
+    assert not any(c in err.read_text() for c in "\x1b\x07\x9b")

@@ -15,17 +15,25 @@ build can tell that processes of an earlier build, whose command was killed, sti
 The file is opened without following a symbolic link (a planted ``.<name>.lock`` link is refused, and what
 it points to is never opened), must be a regular file, and is never truncated: the record is written over
 the file's start, padded to the file's length, and only into a file this process created or one that holds
-a lock record (or nothing); a file with other content is refused, not overwritten.
+a lock record (or nothing); a file with other content, or longer than any record (:data:`MAX_RECORD`), is
+refused, not overwritten, and never read whole. What a record says is shown with its control characters
+escaped (:meth:`._processes.Process.describe`).
+
+A lock file deleted or replaced while it is held does not let a second command in: after locking, the
+descriptor must still be the file at its path (else it is opened again), and the folder itself is locked
+too (made for that when it is missing, and removed again when nothing went in).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +51,9 @@ _OLD_RECORD = re.compile(r"process \d+")
 _RECORD_LINE = re.compile(r"(?P<role>holder|worker) (?P<pid>\d+) (?P<start>\d+) (?P<command>.*)")
 # A folder's parent that cannot hold a new file: the lock goes inside the folder.
 _CANNOT_CREATE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+# The longest lock file read: a record is a few hundred bytes (a header and two lines of at most 160
+# characters of command line), so a longer file is no lock file of ours, and is refused unread.
+MAX_RECORD = 64 * 1024
 
 
 def lock_path(folder: Path) -> Path:
@@ -59,12 +70,18 @@ class FolderLock:
     path: Path
     descriptor: int
     writable: bool
+    # The folder's own descriptor, locked too: a deleted or replaced lock file cannot let a second command in.
+    folder_descriptor: int | None = None
     # The record found when the lock was taken: the last holder's, and the engine worker it ran.
     previous: list[tuple[str, Process]] = field(default_factory=list)
     holder: Process | None = None
 
     def fileno(self) -> int:
         return self.descriptor
+
+    def descriptors(self) -> list[int]:
+        """Every descriptor that holds the lock (a process that inherits them all holds it too)."""
+        return [self.descriptor, *([self.folder_descriptor] if self.folder_descriptor is not None else [])]
 
     def record_worker(self, pid: int) -> None:
         """Add the engine worker ``pid`` (the id of its session) to the record, after the holder."""
@@ -84,26 +101,101 @@ class FolderLock:
 @contextmanager
 def folder_lock(folder: Path) -> Iterator[FolderLock]:
     """Hold ``folder``'s lock; while another process holds it, wait, naming that process."""
-    lock = _open(folder)
+    lock = _locked_file(folder)
+    made = not folder.exists()
     try:
-        try:
-            fcntl.flock(lock.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            LOGGER.warning(
-                "waiting for %s to finish writing into %s (one command writes into a folder at a time)",
-                _holder(lock),
-                folder,
-            )
-            fcntl.flock(lock.descriptor, fcntl.LOCK_EX)
+        lock.folder_descriptor = _locked_folder(folder)
         lock.previous = _read_record(lock)
         if lock.writable:
             lock.holder = Process.of(os.getpid())
-            _write_record(lock, [("holder", lock.holder)] if lock.holder is not None else [])
+            # The workers of the last holder that still run stay named, so every later command sees them.
+            still = [
+                ("worker", p) for role, p in lock.previous if role == "worker" and _left_running([(role, p)])
+            ]
+            _write_record(lock, [*([("holder", lock.holder)] if lock.holder is not None else []), *still])
         yield lock
     finally:
-        # Closing, not LOCK_UN: an engine worker that inherited the descriptor still holds the lock until it
-        # is gone (an unlock would release it for every holder at once).
+        if made:
+            # Made for the lock alone, and nothing went in: not left behind.
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        # Closing, not LOCK_UN: an engine worker that inherited the descriptors still holds the lock until
+        # it is gone (an unlock would release it for every holder at once).
+        for descriptor in lock.descriptors():
+            os.close(descriptor)
+
+
+def _locked_file(folder: Path) -> FolderLock:
+    """The lock file of ``folder``, flocked: waiting, naming its holder, while another process holds it.
+
+    Locked, it must still be the file at its path: one deleted or replaced meanwhile (its holder may have
+    held it while that happened) is let go, and the file now at the path is locked instead.
+    """
+    while True:
+        lock = _open(folder)
+        try:
+            try:
+                fcntl.flock(lock.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                LOGGER.warning(
+                    "waiting for %s to finish writing into %s (one command writes into a folder at a time)",
+                    _holder(lock),
+                    folder,
+                )
+                fcntl.flock(lock.descriptor, fcntl.LOCK_EX)
+            if _still_at(lock.descriptor, lock.path):
+                return lock
+        except BaseException:
+            os.close(lock.descriptor)
+            raise
         os.close(lock.descriptor)
+
+
+def _locked_folder(folder: Path) -> int:
+    """A descriptor of ``folder`` (made when missing), flocked: waiting while another command holds it."""
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if not _flock_soon(descriptor):
+                LOGGER.warning(
+                    "waiting for another command to finish writing into %s (its lock file %s was deleted or "
+                    "replaced while it held it)",
+                    folder,
+                    lock_path(folder),
+                )
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+            if _still_at(descriptor, folder, follow=True):
+                return descriptor
+        except BaseException:
+            os.close(descriptor)
+            raise
+        os.close(descriptor)
+
+
+def _flock_soon(descriptor: int, *, within: float = 1.0) -> bool:
+    """Whether ``descriptor`` could be flocked within ``within`` seconds: the last holder closes the lock file
+    and the folder one after the other, so the folder may stay held a moment after the file is free."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        else:
+            return True
+
+
+def _still_at(descriptor: int, path: Path, *, follow: bool = False) -> bool:
+    """Whether ``descriptor`` is still the file (or folder) at ``path``."""
+    try:
+        now = path.stat() if follow else path.lstat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _open(folder: Path) -> FolderLock:
@@ -183,8 +275,17 @@ def _not_a_file(path: Path) -> FileAccessError:
 
 
 def _read_record(lock: FolderLock) -> list[tuple[str, Process]]:
-    """The holder and worker the lock file records; refuses a file that is not a lock file."""
-    text = os.pread(lock.descriptor, 64 * 1024, 0).decode(errors="replace")
+    """The holder and worker the lock file records; refuses a file that is not a lock file, unread when it is
+    longer than any record."""
+    size = os.fstat(lock.descriptor).st_size
+    if size > MAX_RECORD:
+        raise FileAccessError(
+            f"{lock.path} is not a lock file of flagtree-feedstock: it is {size} bytes long, and a lock record "
+            f"is never longer than {MAX_RECORD} (it is left as it is, unread)",
+            fix=f"move {lock.path} away (flagtree-feedstock makes its lock file for {lock.folder} there), "
+            "then rerun",
+        )
+    text = os.pread(lock.descriptor, MAX_RECORD, 0).decode(errors="replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if lines and lines[0] != _HEADER and not (len(lines) == 1 and _OLD_RECORD.fullmatch(lines[0])):
         raise FileAccessError(
@@ -209,7 +310,8 @@ def _write_record(lock: FolderLock, entries: list[tuple[str, Process]]) -> None:
         return
     lines = [_HEADER, *(f"{role} {p.pid} {p.start} {p.command}" for role, p in entries)]
     data = ("\n".join(lines) + "\n").encode()
-    os.pwrite(lock.descriptor, data.ljust(os.fstat(lock.descriptor).st_size, b" "), 0)
+    # The file was checked to be at most MAX_RECORD long as it was read (_read_record).
+    os.pwrite(lock.descriptor, data.ljust(min(os.fstat(lock.descriptor).st_size, MAX_RECORD), b" "), 0)
 
 
 def _left_running(record: list[tuple[str, Process]]) -> list[Process]:

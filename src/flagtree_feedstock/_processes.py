@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +57,14 @@ class Process:
         return now is not None and int(now[19]) == self.start
 
     def describe(self) -> str:
-        return f"process {self.pid} ({self.command})"
+        """``process PID (COMMAND)``, its command line's control characters escaped: a command line, or a
+        record of one in a lock file, may hold terminal escapes, which must not reach a terminal raw."""
+        return f"process {self.pid} ({shown(self.command)})"
+
+
+def shown(text: str) -> str:
+    """``text`` with every character that is not printable (escapes, newlines, other controls) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -78,6 +87,79 @@ def session_members(session: int) -> list[int]:
     return members
 
 
+def descendants(root: int) -> list[int]:
+    """The running processes below ``root``: its children, theirs, and so on, as ``/proc`` links them."""
+    children: dict[int, list[int]] = {}
+    for entry in _PROC.glob("[0-9]*"):
+        fields = _stat(int(entry.name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def started(pids: Collection[int]) -> dict[int, int]:
+    """Each running process of ``pids`` with its start time (which tells it from a later one with its pid)."""
+    found = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:
+            found[pid] = int(fields[19])
+    return found
+
+
+def kill_escaped(seen: Mapping[int, int], *, session: int) -> None:
+    """SIGKILL each process of ``seen`` (pid -> start time) that still runs outside ``session``, and every
+    process below it: all are stopped first (SIGSTOP, round after round until no new one appears), so none
+    forks a child that escapes the kill, then killed."""
+    stopped: set[int] = set()
+    roots = [
+        pid for pid, start in started(seen).items() if seen[pid] == start and _session_of(pid) != session
+    ]
+    while new := {pid for root in roots for pid in [root, *descendants(root)]} - stopped:
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _session_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[3]) if fields is not None else None
+
+
+def end_descendants(root: int, *, grace: float, spare: Collection[int] = ()) -> None:
+    """End every process below ``root`` but ``spare``, wherever it went (a session of its own, SIGTERM
+    ignored): SIGTERM to each, then, once ``grace`` seconds have passed, SIGKILL to each until none is left.
+
+    ``root`` must be a child subreaper (``PR_SET_CHILD_SUBREAPER``) that runs meanwhile: a process whose
+    parent ends is then re-parented to it, not to init, so each round finds what the last one's kills left,
+    and a process that forks as fast as it can is ended with the children it made. Returns once none runs
+    (or, if one cannot be ended, after a second grace period).
+    """
+    signalled: set[int] = set()
+    kill_from = time.monotonic() + grace
+    while left := [pid for pid in descendants(root) if pid not in spare]:
+        now = time.monotonic()
+        if now > kill_from + grace:
+            return
+        for pid in left:
+            if now >= kill_from or pid not in signalled:
+                # Ended meanwhile, or not ours to signal (a setuid program): the others are ended all the same.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL if now >= kill_from else signal.SIGTERM)
+                signalled.add(pid)
+        time.sleep(0.02)
+
+
 def end_session(session: int, *, grace: float, spare: int | None = None) -> None:
     """End every process of ``session`` but ``spare``: SIGTERM, then SIGKILL to those left after ``grace``
     seconds. Returns once none runs (or, if one cannot be ended, after the second grace period)."""
@@ -94,3 +176,28 @@ def end_session(session: int, *, grace: float, spare: int | None = None) -> None
             if not [pid for pid in session_members(session) if pid != spare]:
                 return
             time.sleep(0.05)
+
+
+def wait_for_idle_threads(*, timeout: float = 2.0) -> None:
+    """Return once every other thread of this process sleeps (``S`` in ``/proc/self/task/*/stat``) on two looks
+    in a row, or after ``timeout`` seconds.
+
+    py-rattler's asyncio calls hand their result back while a tokio worker may still be finishing the task (on
+    about every second ``index_fs``, one still runs): an interpreter that exits meanwhile (a SIGTERM held
+    until the index was written, then delivered) can have that thread touch it as it is torn down.
+    """
+    me = str(threading.get_native_id())
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        busy = []
+        for task in (_PROC / "self" / "task").iterdir():
+            with contextlib.suppress(OSError, IndexError):
+                if task.name != me and (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in {
+                    "S",
+                    "Z",
+                    "X",
+                }:
+                    busy.append(task.name)
+        quiet = 0 if busy else quiet + 1
+        time.sleep(0.005)

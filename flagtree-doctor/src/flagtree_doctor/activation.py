@@ -10,6 +10,12 @@ failure never a half-written file; what a failed write created (temporary files,
 ``--undo`` removes the scripts, and the folders ``--apply`` made for them (each holds a marker file saying
 so) once they are empty. Only files that carry our header are ever replaced or removed. A folder that cannot be written (a
 read-only or another user's environment) is one error naming it.
+
+Only regular files inside the environment are read, written or removed: ``etc``, ``etc/conda`` and the two
+``.d`` folders must be folders of their own (a link there, to a folder outside the environment, is refused,
+as is a file), and a script's place must hold nothing or a regular file (a link, a FIFO, a device is refused
+before anything is read or written). A script is read without following a link, without waiting, and only up
+to :data:`MAX_SCRIPT` bytes (ours are a few hundred): a longer file is not ours.
 """
 
 from __future__ import annotations
@@ -17,12 +23,14 @@ from __future__ import annotations
 import errno
 import os
 import shlex
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bounded import RefusedFile, read_bounded
 from .errors import ConfigurationError, EnvironmentNotActiveError, EnvironmentWriteError
 from .interrupts import deferred_interrupts
 from .openmp import SHELLS, Shell, fish_quote
@@ -33,6 +41,8 @@ MARKER = "_FLAGTREE_DOCTOR_SET_"  # MARKER + NAME is set while our activation se
 # In each folder --apply had to make (activate.d, deactivate.d, and etc/conda or etc when missing), so that
 # --undo removes exactly those once they are empty again. conda sources only *.sh / *.fish files.
 MADE_MARKER = ".flagtree-doctor-made-this-folder"
+# The longest file read where one of our scripts goes: ours are a few hundred bytes.
+MAX_SCRIPT = 64 * 1024
 # A folder we may not write: another user's or a read-only environment.
 _NOT_OURS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
@@ -114,20 +124,54 @@ def _path(prefix: Path, stage: str, shell: Shell) -> Path:
     return prefix / "etc" / "conda" / f"{stage}.d" / f"{NAME}.{shell}"
 
 
-def _ours(path: Path) -> bool:
+def _read_script(path: Path) -> str | None:
+    """The text at a script's place, or None when nothing is there; refused when it is no regular file (a
+    link, a FIFO, a device) or longer than any script of ours."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return False
-    return any(line.startswith(HEADER) for line in lines[:2])
+        return read_bounded(path, MAX_SCRIPT, follow_symlinks=False).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except RefusedFile as exc:
+        raise ConfigurationError(
+            f"{exc}: flagtree-doctor --apply reads and writes only regular files inside the environment",
+            fix="move it away, then run flagtree-doctor --apply again",
+        ) from None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read {path} ({exc.strerror or exc})",
+            fix="move it away, then run flagtree-doctor --apply again",
+        ) from None
 
 
 def _check_replaceable(path: Path) -> None:
-    if path.exists() and not _ours(path):
+    text = _read_script(path)
+    if text is not None and not any(line.startswith(HEADER) for line in text.splitlines()[:2]):
         raise ConfigurationError(
             f"{path} was not written by flagtree-doctor",
             fix="move it away, then run flagtree-doctor --apply again",
         )
+
+
+def _check_folders(prefix: Path) -> None:
+    """``etc``, ``etc/conda`` and its two ``.d`` folders of ``prefix``: each missing, or a folder of its own
+    (not a link to a folder elsewhere, not a file)."""
+    conda = prefix / "etc" / "conda"
+    for folder in (conda.parent, conda, conda / "activate.d", conda / "deactivate.d"):
+        try:
+            mode = folder.lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise ConfigurationError(
+                f"{folder} is a symbolic link (to {folder.readlink()}): flagtree-doctor --apply writes only "
+                "regular files inside the environment, never through a link",
+                fix=f"make {folder} a folder of its own (or remove the link), then run flagtree-doctor --apply again",
+            )
+        if not stat.S_ISDIR(mode):
+            raise ConfigurationError(
+                f"{folder} is not a folder: flagtree-doctor --apply writes only regular files inside the environment",
+                fix="move it away, then run flagtree-doctor --apply again",
+            )
 
 
 @contextmanager
@@ -177,7 +221,9 @@ def write(wanted: list[Script]) -> list[Path]:
     A few small files: SIGINT, SIGTERM and SIGHUP are held back until the whole set is in place (or, after
     an error, cleaned up).
     """
-    changed = [s for s in wanted if not (s.path.exists() and s.path.read_text(encoding="utf-8") == s.text)]
+    for prefix in {script.path.parents[3] for script in wanted}:
+        _check_folders(prefix)
+    changed = [s for s in wanted if _read_script(s.path) != s.text]
     for script in changed:
         _check_replaceable(script.path)
     staged: list[tuple[Path, Path]] = []
@@ -210,7 +256,8 @@ def remove(prefix: Path) -> list[Path]:
     """Remove our four scripts from ``prefix``, and the folders --apply made for them once they are empty;
     return the scripts that were there."""
     found = [_path(prefix, stage, shell) for stage in ("activate", "deactivate") for shell in SHELLS]
-    present = [path for path in found if path.exists()]
+    _check_folders(prefix)
+    present = [path for path in found if os.path.lexists(path)]
     for path in present:
         _check_replaceable(path)
     conda = prefix / "etc" / "conda"

@@ -19,6 +19,8 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bounded import RefusedFile, read_bounded
+
 AT_HWCAP = 16
 AT_HWCAP2 = 26
 PR_SVE_GET_VL = 51
@@ -87,8 +89,8 @@ def live_capabilities(cpuinfo: Path = PROC_CPUINFO) -> Capabilities:
     features = decode_hwcaps(*live_hwcaps())
     source = "getauxval(AT_HWCAP, AT_HWCAP2)"
     try:
-        lines = cpuinfo_feature_lines(cpuinfo.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
+        lines = cpuinfo_feature_lines(read_bounded(cpuinfo).decode("utf-8", errors="replace"))
+    except (OSError, RefusedFile):
         lines = []
     if lines:
         features = features.intersection(*lines)

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from . import __version__, activation, openmp
 from ._cli import ArgumentParser, report_error
+from .bounded import RefusedFile, read_bounded
 from .checks import CHECKS, diagnose
 from .cpu import cpu_facts, format_cpu_list, parse_cpuinfo
 from .errors import ConfigurationError, DoctorError
@@ -106,7 +107,9 @@ def check_root(root: Path) -> None:
         kind = "a folder" if cpuinfo.is_dir() else "not a regular file"
         raise ConfigurationError(f"--root {root}: {cpuinfo} is {kind}, not a copy of /proc/cpuinfo", fix=fix)
     try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+        text = read_bounded(cpuinfo).decode("utf-8", errors="replace")
+    except RefusedFile as exc:
+        raise ConfigurationError(f"--root {root}: {exc}, not a copy of /proc/cpuinfo", fix=fix) from None
     except OSError as exc:
         raise ConfigurationError(
             f"--root {root}: {cpuinfo} cannot be read ({exc.strerror or exc})", fix=fix

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bounded import RefusedFile, read_bounded
 from .target import RUNTIME_MODULE_FUNCTIONS, TLE_OP_FUNCTIONS
 
 SCHEMA_VERSION = 1
@@ -76,7 +77,9 @@ def read_manifest(path: Path) -> RuntimeManifest:
     """The manifest at ``path``, or :class:`ManifestError` saying what is wrong with it and how to fix it."""
     fix = "reinstall flagtree-cpu (conda install --force-reinstall flagtree-cpu)"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path).decode("utf-8"))
+    except RefusedFile as exc:
+        raise ManifestError(f"the runtime manifest {exc}; {fix}") from None
     except OSError as exc:
         raise ManifestError(
             f"cannot read the runtime manifest {path} ({exc.strerror or exc}); {fix}"

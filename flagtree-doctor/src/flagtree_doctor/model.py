@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
+
+from .bounded import RefusedFile, read_bounded
 
 Status = Literal["ok", "warn", "fail", "skip"]
 STATUSES: tuple[Status, ...] = get_args(Status)
@@ -52,19 +53,13 @@ class System:
         socket or a device where a file belongs (a ``--root`` tree copied with its special files, a symlink to
         ``/dev/zero``) cannot be read, as a file without read permission cannot: the checks that need it judge
         without it or skip, and none of them waits for a writer that never comes or reads without end. It is
-        opened without blocking, so a FIFO is seen for what it is before anything is read.
+        opened without blocking, so a FIFO is seen for what it is before anything is read, and read up to
+        :data:`.bounded.MAX_FILE` bytes: a longer file (a sparse one of gigabytes) cannot be read either.
         """
         try:
-            fd = os.open(self.path(absolute), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
+            return read_bounded(self.path(absolute)).decode("utf-8", errors="replace").strip()
+        except (OSError, RefusedFile):
             return None
-        with os.fdopen(fd, "rb") as stream:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            try:
-                return stream.read().decode("utf-8", errors="replace").strip()
-            except OSError:
-                return None
 
     def which(self, name: str) -> Path | None:
         """``name`` looked up on the inspected system's ``PATH`` (an absolute name is taken as is)."""

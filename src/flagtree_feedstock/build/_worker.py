@@ -18,8 +18,8 @@ system kills it at once (``PR_SET_PDEATHSIG``, set by the worker on itself). The
 that started the worker, not the whole toolkit; that thread waits for the worker in :func:`run_engine` and
 ends it before going on, so it cannot end first while the toolkit lives, whichever thread it is. The worker's
 watchdog, a process the worker forks into its session before the engine starts, ends the rest of the session
-(the build script and everything it started, which the system does not signal) and removes the staging
-folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
+(the build script and everything it started, which the system does not signal), and what had left the
+session (it notes the processes below the worker every half second), and removes the staging folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
 when it lets go of the worker on purpose; an end of file without that byte means it is gone. A thread in
 the worker could not do this: it dies with the worker.
 
@@ -33,6 +33,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -58,6 +59,9 @@ _LETTING_GO = b"."
 WATCHDOG_NAME = b"flagtree-watch"
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+# How often the watchdog notes the processes below the worker.
+_LOOK_SECONDS = 0.5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +116,7 @@ def run_engine(
     """
     events_read, events_write = os.pipe()
     lifeline_read, lifeline_write = os.pipe()
-    held = [events_write, lifeline_read, *([lock.fileno()] if lock is not None else [])]
+    held = [events_write, lifeline_read, *(lock.descriptors() if lock is not None else [])]
     worker: subprocess.Popen[bytes] | None = None
     result: EngineResult | None = None
     with (
@@ -187,11 +191,15 @@ def _forward_events(pipe: IO[str], events: object | None) -> EngineResult | None
 
 
 def end_session(worker: subprocess.Popen[bytes]) -> None:
-    """End every process of ``worker``'s session, the worker included, then reap the worker.
+    """End every process below ``worker``, then every process of its session, the worker included, then reap
+    the worker.
 
-    SIGTERM, then SIGKILL after :data:`GRACE_SECONDS`. The worker is reaped last: until then no other
-    process can be given its pid, which is the session's id, so no process outside the session is signalled.
+    The worker is a child subreaper: what the build script started and left, even in a session of its own,
+    is re-parented to it while it runs, so its descendants are ended first, the worker last. SIGTERM, then
+    SIGKILL after :data:`GRACE_SECONDS`. The worker is reaped last: until then no other process can be given
+    its pid, which is the session's id, so no process outside the session is signalled.
     """
+    _processes.end_descendants(worker.pid, grace=GRACE_SECONDS)
     _processes.end_session(worker.pid, grace=GRACE_SECONDS)
     worker.wait()
 
@@ -285,7 +293,26 @@ def main(argv: list[str]) -> int:
     call = _read_call(int(argv[0]))
     descriptor, lifeline, *lock = (int(fd) for fd in argv[1].split(","))
     _end_with_parent(int(argv[2]))
-    _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))
+    # What the build script leaves (a daemon in a session of its own) becomes this process's child when its
+    # parent ends, not init's: it is ended before this process ends (below), or by the toolkit meanwhile.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    watchdog = _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))
+    try:
+        return _serve(call, descriptor, lock)
+    finally:
+        _processes.end_descendants(os.getpid(), grace=GRACE_SECONDS, spare={watchdog})
+        _reap_ended()
+
+
+def _reap_ended() -> None:
+    """Reap the children that have ended (what the build script left, re-parented here and ended)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _serve(call: EngineCall, descriptor: int, lock: list[int]) -> int:
+    """Run ``call``, reporting its events and its result on the pipe ``descriptor``; its exit status."""
     # Not for the build script: the events pipe must close when the worker ends, and the lock is released
     # when the worker and its watchdog are gone, whatever the build script left running.
     for held in (descriptor, *lock):
@@ -326,15 +353,16 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> None:
-    """Fork the session's watchdog (see the module's docstring); the worker goes on without the lifeline.
+def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> int:
+    """Fork the session's watchdog (see the module's docstring), return its pid; the worker goes on without
+    the lifeline.
 
     ``closing``: the events pipe, which the watchdog closes at once (the toolkit reads it until the worker
     ends). Called before the engine is imported, while this process runs one thread.
     """
-    if os.fork():
+    if watchdog := os.fork():
         os.close(lifeline)
-        return
+        return watchdog
     try:
         os.close(closing)
         quiet = os.open(os.devnull, os.O_RDWR)
@@ -342,8 +370,15 @@ def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> None:
             os.dup2(quiet, standard)
         with contextlib.suppress(OSError):  # a name for ps; the watch does not depend on it
             _prctl(_PR_SET_NAME, WATCHDOG_NAME)
+        worker, seen = os.getppid(), {}
+        # While the toolkit lives, note what runs below the worker: once the toolkit is killed, the worker is
+        # too, and what left the session (setsid) is init's, out of the session's reach.
+        while not select.select([lifeline], [], [], _LOOK_SECONDS)[0]:
+            seen = _processes.started(_processes.descendants(worker))
         if os.read(lifeline, 1) != _LETTING_GO:
-            _processes.end_session(os.getsid(0), grace=GRACE_SECONDS, spare=os.getpid())
+            session = os.getsid(0)
+            _processes.end_session(session, grace=GRACE_SECONDS, spare=os.getpid())
+            _processes.kill_escaped(seen, session=session)
             shutil.rmtree(staging, ignore_errors=True)
     finally:
         os._exit(0)

@@ -10,6 +10,9 @@
 - Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
   renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
   (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
+- The staging folder's and a temporary package's names carry their owner (the toolkit's pid and start
+  time): what a SIGKILLed build left of them is removed by the next build into the folder
+  (:func:`remove_debris`), and only when that owner is gone.
 - The engine's package cache is the folder's own (:func:`package_cache`), and a package about to be rebuilt
   is dropped from it first (:func:`evict`): py-rattler-build 0.73 tests a package it just built from the
   cache entry of the same file name when there is one (tests/README.md), so a rebuilt package would be
@@ -31,6 +34,7 @@ from pathlib import Path
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock, folder_lock
 from flagtree_feedstock._paths import check_folder, probe_writable
+from flagtree_feedstock._processes import Process
 from flagtree_feedstock.channel.folder import (
     PACKAGE_SUFFIXES,
     DamagedPackage,
@@ -41,6 +45,8 @@ from flagtree_feedstock.channel.folder import (
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
 
 LOGGER = logging.getLogger(__name__)
+# In a staging folder kept for inspection (--keep-build): the next build does not remove it.
+KEPT = ".kept-for-inspection"
 
 
 def _beside(channel_dir: Path, suffix: str) -> Path:
@@ -102,7 +108,54 @@ def output_lock(channel_dir: Path) -> Iterator[FolderLock]:
                 + "; its command ended without ending them",
                 fix=f"wait for them to end, or end them (kill {' '.join(str(p.pid) for p in left)}), then rerun",
             )
+        remove_debris(channel_dir)
         yield lock
+
+
+def _owner() -> str:
+    """This process as a name's part: ``<pid>.<start time>`` (:class:`._processes.Process`)."""
+    me = Process.of(os.getpid())
+    return f"{os.getpid()}.{me.start if me is not None else 0}"
+
+
+def _owner_gone(match: re.Match[str] | None) -> bool:
+    """Whether the owner a debris name carries (its ``pid`` and ``start`` groups) no longer runs."""
+    if match is None:
+        return False  # no owner in the name (not ours, or a flagtree-feedstock before names carried it)
+    return not Process(pid=int(match["pid"]), start=int(match["start"]), command="").alive()
+
+
+def remove_debris(channel_dir: Path) -> None:
+    """Remove the staging folders and temporary packages that builds into ``channel_dir`` left when they were
+    killed (SIGKILL, which no cleanup survives: while a package was published, no watchdog runs).
+
+    Only those whose owner, named in them, no longer runs: a staging folder of a build that runs still (one
+    into another folder of the same name whose path has a blank, which shares the staging parent) is kept,
+    and so is one that ``--keep-build`` kept for inspection.
+    """
+    name = re.sub(r"\s", "_", channel_dir.resolve().name)
+    staging = re.compile(rf"\.{re.escape(name)}-staging-(?P<pid>\d+)\.(?P<start>\d+)-[^/]*")
+    debris = [
+        p
+        for p in staging_parent(channel_dir).glob(f".{name}-staging-*")
+        if _owner_gone(staging.fullmatch(p.name)) and not (p / KEPT).exists()
+    ]
+    part = re.compile(r"\..+\.(?P<pid>\d+)\.(?P<start>\d+)\.[^.]+\.part")
+    if channel_dir.is_dir():
+        debris += [
+            p
+            for subdir in channel_dir.iterdir()
+            if subdir.is_dir() and not subdir.is_symlink()
+            for p in subdir.glob(".*.part")
+            if _owner_gone(part.fullmatch(p.name))
+        ]
+    with deferred_interrupts():
+        for path in debris:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            LOGGER.info("removed %s, left by a build into %s that was killed", path, channel_dir)
 
 
 @contextmanager
@@ -117,7 +170,7 @@ def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator
     resolved.parent.mkdir(parents=True, exist_ok=True)
     parent = staging_parent(channel_dir)
     name = re.sub(r"\s", "_", resolved.name)  # no blank in the engine's paths (staging_parent says why)
-    path = Path(tempfile.mkdtemp(prefix=f".{name}-staging-", dir=parent))
+    path = Path(tempfile.mkdtemp(prefix=f".{name}-staging-{_owner()}-", dir=parent))
     if parent != resolved.parent:
         LOGGER.info("building in %s: the path of %s has a blank, which conda's compiler flags cannot hold", path,
                     channel_dir)  # fmt: skip
@@ -125,6 +178,7 @@ def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator
         yield path
     except Exception:
         if keep_on_failure:
+            (path / KEPT).touch()  # not debris: the next build leaves it (remove_debris)
             LOGGER.warning("kept the failed build's work folders for inspection: %s", path)
             raise
         with deferred_interrupts():
@@ -233,7 +287,9 @@ def _link_into_place(package: Path, target: Path) -> None:
     """Put ``package`` in place as ``target``: under a temporary name beside it first, checked whole there (the
     very file that is renamed, be it a link or a copy), then renamed; removed on any failure."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(prefix=f".{package.name}.", suffix=".part", dir=target.parent)
+    descriptor, name = tempfile.mkstemp(
+        prefix=f".{package.name}.{_owner()}.", suffix=".part", dir=target.parent
+    )
     os.close(descriptor)
     scratch = Path(name)
     try:

@@ -20,6 +20,7 @@ from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
+from flagtree_feedstock._processes import wait_for_idle_threads
 from flagtree_feedstock.errors import ChannelError, ConfigurationError
 from flagtree_feedstock.platforms import PlatformName
 
@@ -312,6 +313,7 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
                 fix=f"check that you can write in {channel_dir}, and its package files",
             ) from None
         finally:
+            wait_for_idle_threads()  # py-rattler's workers done before a held signal may end the interpreter
             shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's indexer's scratch folder
     return sorted(channel_dir.glob("*/repodata.json"))
 

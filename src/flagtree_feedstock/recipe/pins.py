@@ -7,7 +7,8 @@ the result is read back and must differ from the old file in exactly the keys ch
 Several files are written all or nothing (:func:`write_atomically`): each is staged beside its target first
 (mkstemp); only when every one is staged are they moved into place (os.replace), each target's old file kept
 under a hard link beside it until all have moved. A failure while staging leaves every target as it was; a
-failure while moving, or an interrupt, puts back the ones already moved. What could not be written (and,
+failure while moving, or an interrupt, puts back the ones already moved: a signal (SIGINT, SIGTERM, SIGHUP)
+is held while they move and while they are put back, so it never cuts a move from its bookkeeping. What could not be written (and,
 should putting back fail too, what holds the new text) is a :class:`FilesNotWritten`, exit status 10.
 """
 
@@ -21,6 +22,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock.errors import ConfigurationError, FileAccessError, file_access_error
 
 from .variants import read_utf8, read_variant_file
@@ -132,22 +134,28 @@ def write_atomically(files: Mapping[Path, str]) -> None:
                 stream.write(text)
             if target.exists():
                 staged[target].chmod(target.stat().st_mode & 0o777)
-        for target, temporary in staged.items():
-            kept[target] = _keep(target)
-            temporary.replace(target)
-            moved.append(target)
+        # A signal is held while the files move (and delivered once they all have, which puts them back):
+        # one cannot land between a rename and its record in ``moved``, which would leave that file new
+        # and its old one removed below.
+        with deferred_interrupts():
+            for target, temporary in staged.items():
+                kept[target] = _keep(target)
+                temporary.replace(target)
+                moved.append(target)
     except BaseException as exc:
-        stuck = _put_back(moved, kept)
+        with deferred_interrupts():
+            stuck = _put_back(moved, kept)
         if not isinstance(exc, OSError):
             raise
         put_back = tuple(p for p in moved if p not in stuck)
         raise FilesNotWritten(target, exc, put_back=put_back, stuck=stuck) from None
     finally:
-        for path in (
-            *staged.values(),
-            *(k for k in kept.values() if k is not None and k not in stuck.values()),
-        ):
-            path.unlink(missing_ok=True)
+        with deferred_interrupts():
+            for path in (
+                *staged.values(),
+                *(k for k in kept.values() if k is not None and k not in stuck.values()),
+            ):
+                path.unlink(missing_ok=True)
 
 
 def _keep(target: Path) -> Path | None:
