@@ -164,7 +164,10 @@ def _parser() -> argparse.ArgumentParser:
         "channel_dir", type=Path, metavar="DIR", help="the channel folder whose packages to upload"
     )
     upload.add_argument(
-        "--to", required=True, help="prefix (token: $PREFIX_API_KEY) or anaconda ($ANACONDA_API_KEY)"
+        "--to",
+        required=True,
+        help="prefix (token: $PREFIX_API_KEY, or trusted publishing in a GitHub job) or anaconda "
+        "($ANACONDA_API_KEY)",
     )
     upload.add_argument(
         "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
@@ -177,6 +180,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the longest to wait on the server at any step: connecting (at most 30 s), sending, "
         "its answer [300]",
+    )
+    upload.add_argument(
+        "--attestations",
+        type=Path,
+        metavar="DIR",
+        help="prefix.dev: send each package's CEP 27 attestation, DIR/<package file>.sigstore.json, with it",
     )
     upload.add_argument(
         "--label",
@@ -506,6 +515,7 @@ def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> i
         url=args.url,
         labels=tuple(args.labels or ("main",)),
         timeout=args.timeout,
+        attestations=args.attestations,
     )
     uploaded = upload_channel(request, env)
     out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")
