@@ -323,6 +323,13 @@ OIDC_FAILURES = {
             '"value"; 24 bytes) (fix: retry; if it persists, GitHub\'s OIDC endpoint is failing)'
         ),
     ),
+    "blank-value": (
+        Reply(200, b'{"value": ""}'),
+        (
+            "GitHub's OIDC endpoint ({url}) answered without an OIDC token (not a JSON object with a token in "
+            '"value"; 13 bytes) (fix: retry; if it persists, GitHub\'s OIDC endpoint is failing)'
+        ),
+    ),
     "no-value": (
         Reply(200, b'{"count": 0}'),
         (
