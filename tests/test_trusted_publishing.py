@@ -401,6 +401,20 @@ def test_the_request_token_never_goes_over_plain_http_to_another_machine(
     assert_no_secret_escapes(done, tmp_path, toy_channel)
 
 
+def test_the_oidc_token_never_goes_over_plain_http_to_another_machine(
+    toy_channel: Path, servers: Servers, tmp_path: Path
+) -> None:
+    oidc, _ = servers()
+    done = upload(toy_channel, "http://192.0.2.1", job_env(tmp_path, f"{oidc.url}/token?api-version=2.0"))
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (
+        "flagtree-feedstock: error: --url http://192.0.2.1 is plain http to another machine: the job's OIDC "
+        "token would cross the network unencrypted, so nothing is sent (fix: use https://192.0.2.1 (plain http "
+        "only to this machine: localhost, 127.0.0.1, ::1))"
+    )
+    assert oidc.requests == []  # refused before the OIDC token is even requested
+
+
 def _mismatched(packages: list[Path], url: str) -> dict[str, tuple[bytes | None, str]]:
     """A bundle that does not fit packages[0], by case, and the problem the upload names."""
     first, other = packages

@@ -126,9 +126,9 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
     variable = TOKEN_VARIABLES[request.server]
     oidc = _trusted_publishing(request.server, variable, env)
     token = read_token(variable, env, request.server) if oidc is None else ""
+    origin = _checked_origin(request, variable if oidc is None else "the job's OIDC token")
     if oidc is not None:  # what the messages tell the user to check is then prefix.dev's setting, not a key
         variable = "the channel's trusted publishers on prefix.dev"
-    origin = _checked_origin(request, variable)
     timeouts = _timeouts(DEFAULT_TIMEOUT if request.timeout is None else request.timeout)
     attestations = _attestations(request, packages)
     if oidc is not None:
