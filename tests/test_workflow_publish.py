@@ -144,4 +144,4 @@ def test_the_packages_step_fails_without_a_channel_name(tmp_path: Path) -> None:
     (tmp_path / "channel" / "noarch" / "c-1-0.conda").write_bytes(b"c")
     done = _run_list_step(tmp_path, {"UPLOAD_TO": "prefix", "UPLOAD_CHANNEL": ""})
     assert done.returncode != 0
-    assert "the variable CHANNEL_NAME is not set" in done.stderr
+    assert "set the variable CHANNEL_NAME" in done.stderr
