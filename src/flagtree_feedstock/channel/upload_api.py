@@ -8,8 +8,9 @@ made here so that each has timeouts, never follows a redirect and never sends th
 - prefix.dev: ``POST {url}/api/v1/upload/{channel}``, ``multipart/form-data`` with one part ``file`` (the
   file name, ``application/octet-stream``, its ``Content-Length``, ``X-File-Name`` and ``X-File-SHA256``),
   ``Authorization: Bearer``; with an attestation (a Sigstore bundle), a second part ``attestation`` holding
-  it as text, as ``upload/prefix.rs``'s ``create_upload_form`` adds it. A 5xx answer is tried again up to three times, 1, 2 and 4 s apart (rattler
-  retries three times, backing off exponentially); 409 means the channel holds that file name.
+  it as text, as ``create_upload_form`` adds it (conda/rattler ``crates/rattler_upload/src/upload/prefix.rs``).
+  A 5xx answer is tried again up to three times, 1, 2 and 4 s apart (rattler retries three times, backing off
+  exponentially); 409 means the channel holds that file name.
 - anaconda.org (``Authorization: token``, ``x-binstar-api-version: 1.12.2``): ``GET package/{owner}/{name}``,
   then ``PATCH`` it (``POST`` when it answered 404) with the package's about.json; the same for
   ``release/{owner}/{name}/{version}``; ``POST stage/{owner}/{name}/{version}/{subdir}/{file}`` with the
