@@ -39,6 +39,7 @@ class Reply:
     status: int
     body: bytes = b""
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)  # more response headers (a redirect's Location)
 
 
 Answer = Callable[[Request], Reply]
@@ -69,6 +70,8 @@ class StandIn:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(reply.body)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(reply.body)
                 self.close_connection = True
@@ -79,6 +82,8 @@ class StandIn:
                 del format, args
 
         self._server = HTTPServer(("127.0.0.1", 0), Handler)
+        # a client that gave up (a timeout test) is gone when the answer is written: no report of that
+        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self._server.timeout = 0.2  # each wait for a connection, so the loop sees `stop` and its deadline
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -413,6 +414,56 @@ def test_the_oidc_token_never_goes_over_plain_http_to_another_machine(
         "only to this machine: localhost, 127.0.0.1, ::1))"
     )
     assert oidc.requests == []  # refused before the OIDC token is even requested
+
+
+def test_a_redirect_of_the_oidc_request_to_another_origin_is_not_followed(
+    toy_channel: Path, servers: Servers, tmp_path: Path
+) -> None:
+    elsewhere = StandIn(github)  # would answer, were the request token sent there
+    try:
+        oidc, server = servers(oidc=lambda _: Reply(302, headers={"Location": f"{elsewhere.url}/token"}))
+        done = upload(toy_channel, server.url, job_env(tmp_path, f"{oidc.url}/token?api-version=2.0"))
+    finally:
+        elsewhere.stop()
+    assert done.returncode == 9
+    assert error_line(done.stderr) == (
+        f"flagtree-feedstock: error: requesting an OIDC token: {oidc.url} redirected to another origin, "
+        f"{elsewhere.url}: not followed (fix: if {elsewhere.url} is the server you mean, give its URL yourself)"
+    )
+    assert elsewhere.requests == [] and server.requests == []
+
+
+def test_a_redirect_of_the_exchange_is_not_followed(
+    toy_channel: Path, servers: Servers, tmp_path: Path
+) -> None:
+    oidc, server = servers(server=prefix(mint=Reply(307, headers={"Location": "/api/oidc/mint_token/v2"})))
+    done = upload(toy_channel, server.url, job_env(tmp_path, f"{oidc.url}/token?api-version=2.0"))
+    assert done.returncode == 9
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: the trusted-publishing exchange: {server.url} answered POST "
+        "/api/oidc/mint_token with HTTP 307 Temporary Redirect, a redirect, which is not followed"
+    )
+    assert [r.path for r in server.requests] == ["/api/oidc/mint_token"]  # the OIDC token went nowhere else
+    assert_no_secret_escapes(done, tmp_path, toy_channel)
+
+
+def test_an_oidc_endpoint_that_does_not_answer_ends_at_the_timeout(
+    toy_channel: Path, servers: Servers, tmp_path: Path
+) -> None:
+    def silent(request: Request) -> Reply:
+        time.sleep(8)
+        return github(request)
+
+    oidc, server = servers(oidc=silent)
+    started = time.monotonic()
+    env = job_env(tmp_path, f"{oidc.url}/token?api-version=2.0")
+    done = upload(toy_channel, server.url, env, "--timeout", "1")
+    assert time.monotonic() - started < 8  # the toolkit gave up before the answer came
+    assert done.returncode == 9
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: requesting an OIDC token: {oidc.url} did not answer for 1 s: gave up"
+    )
+    assert server.requests == []
 
 
 def _mismatched(packages: list[Path], url: str) -> dict[str, tuple[bytes | None, str]]:
