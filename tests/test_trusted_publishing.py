@@ -134,9 +134,10 @@ def write_bundles(folder: Path, packages: list[Path], channel_url: str) -> dict[
 
 
 def job_env(tmp_path: Path, oidc_url: str | None, **extra: str) -> dict[str, str]:
-    """A GitHub job's environment (with id-token: write where ``oidc_url`` is given), HOME in ``tmp_path``."""
+    """A GitHub job's environment (with id-token: write where ``oidc_url`` is given)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACTIONS_", "PREFIX_", "ANACONDA_"))}
-    env.update(GITHUB_ACTIONS="true", HOME=str(tmp_path / "home"), NO_COLOR="1")
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # HOME and TMPDIR in tmp_path: every file written there is read
+    env.update(GITHUB_ACTIONS="true", HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp"), NO_COLOR="1")
     env.update(no_proxy="127.0.0.1,localhost", NO_PROXY="127.0.0.1,localhost")
     if oidc_url is not None:
         env.update(ACTIONS_ID_TOKEN_REQUEST_URL=oidc_url, ACTIONS_ID_TOKEN_REQUEST_TOKEN=REQUEST_TOKEN)
