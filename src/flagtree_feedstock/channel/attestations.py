@@ -9,8 +9,8 @@ with Sigstore from the job's identity and saved as a Sigstore bundle (JSON). Eac
 Here each bundle is read (at most :data:`MAX_BUNDLE_BYTES`, actions/attest's own limit on a predicate) and its
 statement (the DSSE envelope's payload) is checked against the package it goes with: CEP 27's single subject
 with the file's name and sha256, its predicate type, and the channel it names, so a bundle of another package,
-another build or another channel is refused before anything is sent. The signature is not checked here:
-prefix.dev verifies it on upload, and a user verifies it with ``gh attestation verify`` (docs/ci-and-publishing.md).
+another build or another channel is refused before anything is sent. The signature is not checked here: it is
+for the server (CEP 27 asks servers to) and for a user, with ``gh attestation verify`` (docs/ci-and-publishing.md).
 """
 
 from __future__ import annotations
