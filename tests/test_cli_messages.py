@@ -80,6 +80,8 @@ def _module_commands(path: Path) -> list[str]:
     by_module = {
         "channel/upload.py": ["flagtree-feedstock upload"],
         "channel/server_files.py": ["flagtree-feedstock upload"],
+        "channel/trusted_publishing.py": ["flagtree-feedstock upload"],
+        "channel/attestations.py": ["flagtree-feedstock upload"],
         "channel/folder.py": [
             "flagtree-feedstock build",
             "flagtree-feedstock channel index",

@@ -270,8 +270,7 @@ def test_missing_token_is_one_line_and_sends_nothing(
     args = ["upload", str(toy_channel), "--to", "prefix", "--channel", "flagtree", "--url", url]
     assert main(args) == 2
     assert _error_line(capsys.readouterr().err) == (
-        "flagtree-feedstock: error: PREFIX_API_KEY is not set: uploading to prefix needs its API token "
-        "(fix: export PREFIX_API_KEY=<token> (in CI: a repository secret of that name))"
+        "flagtree-feedstock: error: PREFIX_API_KEY " + PREFIX_NO_KEY.format(state="is not set")
     )
     assert records() == []
 
@@ -390,6 +389,12 @@ def test_an_empty_channel_name_is_refused(toy_channel: Path, capsys: pytest.Capt
 VARIABLES = {"prefix": "PREFIX_API_KEY", "anaconda": "ANACONDA_API_KEY"}
 EMPTY = "is empty: uploading to {server} needs its API token (fix: export {var}=<token> (in CI: check that the secret {var} is set and not blank))"
 SPACED = "holds whitespace (a space, tab or line break): an API token has none (fix: set {var} again without the spaces or the trailing newline (in CI: re-save the secret))"
+# prefix.dev without a key (unset, or an unset secret's ""): a key or trusted publishing (test_trusted_publishing.py)
+PREFIX_NO_KEY = (
+    "{state} and no OIDC token can be requested here (ACTIONS_ID_TOKEN_REQUEST_URL is not set): uploading to "
+    "prefix needs an API token or trusted publishing (fix: in a GitHub job, add `permissions: id-token: write` "
+    "to it to publish by trusted publishing (docs/ci-and-publishing.md); elsewhere export PREFIX_API_KEY=<token>)"
+)
 BAD_TOKENS = {
     "empty": ("", EMPTY),  # an unset GitHub secret expands to ""
     "blank": ("   ", EMPTY),
@@ -415,6 +420,8 @@ def test_a_blank_or_spaced_token_is_refused_before_any_request(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     token, problem = BAD_TOKENS[case]
+    if (server, token) == ("prefix", ""):
+        problem = PREFIX_NO_KEY.format(state="is empty")
     variable = VARIABLES[server]
     url, records = recorder()
     monkeypatch.setenv(variable, token)

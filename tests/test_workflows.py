@@ -38,6 +38,7 @@ ALLOWED_ACTIONS = {
     "actions/cache/save",
     "actions/upload-artifact",
     "actions/download-artifact",
+    "actions/attest",
     "peter-evans/create-pull-request",
 }
 USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:")
@@ -303,12 +304,18 @@ def test_cpu_jobs_reuse_the_llvm_artifact_and_publish_merges_only_channel_artifa
         for step in job["steps"]
         if _action(step) == "actions/upload-artifact"
     }
-    assert uploaded == {"channel-llvm", "channel-${{ steps.variant.outputs.slug }}", "cross-linux-aarch64"}
+    assert uploaded == {
+        "channel-llvm",
+        "channel-${{ steps.variant.outputs.slug }}",
+        "cross-linux-aarch64",
+        "attestation-${{ matrix.package.name }}",
+    }
     (download,) = [s for s in jobs["cpu"]["steps"] if _action(s) == "actions/download-artifact"]
     assert download["with"] == {"name": "channel-llvm", "path": "build_artifacts"}
-    (merge,) = [s for s in jobs["publish"]["steps"] if _action(s) == "actions/download-artifact"]
+    merge, bundles = [s for s in jobs["publish"]["steps"] if _action(s) == "actions/download-artifact"]
     assert merge["with"] == {"pattern": "channel-*", "path": "channel", "merge-multiple": True}
-    assert set(jobs["publish"]["needs"]) == {"tests", "llvm", "cpu"}
+    assert bundles["with"] == {"pattern": "attestation-*", "path": "attestations", "merge-multiple": True}
+    assert set(jobs["publish"]["needs"]) == {"tests", "llvm", "cpu", "attest"}
 
 
 def test_cpu_matrix_is_generated_by_the_variants_job() -> None:

@@ -165,7 +165,10 @@ def _parser() -> argparse.ArgumentParser:
         "channel_dir", type=Path, metavar="DIR", help="the channel folder whose packages to upload"
     )
     upload.add_argument(
-        "--to", required=True, help="prefix (token: $PREFIX_API_KEY) or anaconda ($ANACONDA_API_KEY)"
+        "--to",
+        required=True,
+        help="prefix (token: $PREFIX_API_KEY, or trusted publishing in a GitHub job) or anaconda "
+        "($ANACONDA_API_KEY)",
     )
     upload.add_argument(
         "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
@@ -178,6 +181,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the longest one request may take, whole: connecting (at most 30 s of it), sending, and the "
         "server's whole answer [300]",
+    )
+    upload.add_argument(
+        "--attestations",
+        type=Path,
+        metavar="DIR",
+        help="prefix.dev: send each package's CEP 27 attestation, DIR/<package file>.sigstore.json, with it",
     )
     upload.add_argument(
         "--label",
@@ -507,6 +516,7 @@ def _upload(args: argparse.Namespace, env: Mapping[str, str], out: Console) -> i
         url=args.url,
         labels=tuple(args.labels or ("main",)),
         timeout=args.timeout,
+        attestations=args.attestations,
     )
     uploaded = upload_channel(request, env)
     out.print(f"uploaded {len(uploaded)} package(s) to {request.server} channel {request.channel}:")

@@ -4,7 +4,9 @@
 - :mod:`.upload`: a channel folder published to prefix.dev or anaconda.org;
 - :mod:`.upload_api`: the requests of each server's upload API;
 - :mod:`.package_info`: a package file's index.json and about.json, which anaconda.org's API is given;
-- :mod:`.server_files`: what an upload server already holds under a package's file name.
+- :mod:`.server_files`: what an upload server already holds under a package's file name;
+- :mod:`.trusted_publishing`: a GitHub job's OIDC token exchanged for a short-lived prefix.dev key;
+- :mod:`.attestations`: the CEP 27 attestations sent with the packages, checked against them.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
 the package (``tests/test_layers.py``).

@@ -7,7 +7,8 @@ holding a user name or password, which would not be used), asks the server what 
 (:mod:`.server_files`: a rerun skips what is there with the same content and refuses a different file under
 the same name), uploads the rest (:mod:`.upload_api`, the requests py-rattler-build's upload makes, with
 timeouts and without following redirects) and turns failures into one-line errors that never contain the
-token.
+token. To prefix.dev, a GitHub job without a key publishes by trusted publishing (:mod:`.trusted_publishing`)
+and each package may go with its CEP 27 attestation (:mod:`.attestations`, ``--attestations DIR``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from urllib.parse import urlsplit
 from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, shown_url, unencrypted
 from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
 
+from .attestations import read_attestations
 from .folder import check_package, package_files
 from .server_files import AUTH_SCHEMES, Server, ServerFiles
+from .trusted_publishing import exchange_for_key, missing_credentials_error, oidc_request
 from .upload_api import Api, UploadFailed, upload_to_anaconda, upload_to_prefix
 
 LOGGER = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class UploadRequest:
     url: str | None = None
     labels: tuple[str, ...] = ("main",)  # anaconda.org only: the labels (sub-channels) to upload to
     timeout: float | None = None  # seconds, each request whole [DEFAULT_TIMEOUT]
+    attestations: Path | None = None  # prefix.dev only: a folder of <package file>.sigstore.json bundles
 
     @property
     def effective_url(self) -> str:
@@ -134,15 +138,24 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
             fix="build into it first: flagtree-feedstock build --output-dir DIR",
         )
     variable = TOKEN_VARIABLES[request.server]
-    token = read_token(variable, env, request.server)
+    oidc = _trusted_publishing(request.server, variable, env)
+    token = read_token(variable, env, request.server) if oidc is None else ""
+    origin = _checked_origin(request, variable if oidc is None else "the job's OIDC token")
+    if oidc is not None:  # what the messages tell the user to check is then prefix.dev's setting, not a key
+        variable = "the channel's trusted publishers on prefix.dev"
+    timeouts = _timeouts(DEFAULT_TIMEOUT if request.timeout is None else request.timeout)
+    attestations = _attestations(request, packages)
+    if oidc is not None:
+        token = exchange_for_key(request.effective_url, oidc, timeouts)
+        LOGGER.info(
+            "trusted publishing: this job's OIDC token was exchanged for a short-lived prefix.dev key"
+        )
     api = Api(
         url=request.effective_url.rstrip("/"),
         credential=Credential(
-            origin=_checked_origin(request, variable),
-            authorization=f"{AUTH_SCHEMES[request.server]} {token}",
-            secret=token,
+            origin=origin, authorization=f"{AUTH_SCHEMES[request.server]} {token}", secret=token
         ),
-        timeouts=_timeouts(DEFAULT_TIMEOUT if request.timeout is None else request.timeout),
+        timeouts=timeouts,
     )
     files = ServerFiles(
         server=request.server,
@@ -168,7 +181,7 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
         held = files.held(package)
         if held is None:
             try:
-                _upload_one(api, request, package)
+                _upload_one(api, request, package, attestations.get(package))
                 done.append(package)
                 continue
             except UploadFailed as exc:
@@ -189,6 +202,30 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
     if refused:
         raise _refused_error(request, refused, done, there)
     return done
+
+
+def _trusted_publishing(server: Server, variable: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The OIDC request of a GitHub job where an upload to prefix.dev has no key (unset, or an unset secret's
+    ""), so it publishes by trusted publishing; no key and no OIDC request is an error saying to give either."""
+    if server != "prefix" or env.get(variable):
+        return None
+    oidc = oidc_request(env)
+    if oidc is None:
+        raise missing_credentials_error(variable, env)
+    return oidc
+
+
+def _attestations(request: UploadRequest, packages: list[Path]) -> dict[Path, bytes]:
+    """Each package's attestation from ``--attestations``, checked against it (none without the option)."""
+    if request.attestations is None:
+        return {}
+    if request.server != "prefix":
+        raise ConfigurationError(
+            f"--attestations: {request.server} takes no attestation with an upload",
+            fix="drop --attestations (users verify the packages with gh attestation verify)",
+        )
+    channel_url = f"{request.effective_url.rstrip('/')}/{request.channel}"
+    return read_attestations(request.attestations, packages, channel_url)
 
 
 def _checked_origin(request: UploadRequest, variable: str) -> Origin:
@@ -222,9 +259,9 @@ def _timeouts(timeout: float) -> Timeouts:
     return Timeouts(connect=min(CONNECT_TIMEOUT, timeout), read=timeout, total=timeout)
 
 
-def _upload_one(api: Api, request: UploadRequest, package: Path) -> None:
+def _upload_one(api: Api, request: UploadRequest, package: Path, attestation: bytes | None) -> None:
     if request.server == "prefix":
-        upload_to_prefix(api, request.channel, package)
+        upload_to_prefix(api, request.channel, package, attestation)
     else:
         upload_to_anaconda(api, request.channel, request.labels, package)
 

@@ -7,8 +7,10 @@ made here so that each has timeouts, never follows a redirect and never sends th
 
 - prefix.dev: ``POST {url}/api/v1/upload/{channel}``, ``multipart/form-data`` with one part ``file`` (the
   file name, ``application/octet-stream``, its ``Content-Length``, ``X-File-Name`` and ``X-File-SHA256``),
-  ``Authorization: Bearer``. A 5xx answer is tried again up to three times, 1, 2 and 4 s apart (rattler
-  retries three times, backing off exponentially); 409 means the channel holds that file name.
+  ``Authorization: Bearer``; with an attestation (a Sigstore bundle), a second part ``attestation`` holding
+  it as text, as ``create_upload_form`` adds it (conda/rattler ``crates/rattler_upload/src/upload/prefix.rs``).
+  A 5xx answer is tried again up to three times, 1, 2 and 4 s apart (rattler retries three times, backing off
+  exponentially); 409 means the channel holds that file name.
 - anaconda.org (``Authorization: token``, ``x-binstar-api-version: 1.12.2``): ``GET package/{owner}/{name}``,
   then ``PATCH`` it (``POST`` when it answered 404) with the package's about.json; the same for
   ``release/{owner}/{name}/{version}``; ``POST stage/{owner}/{name}/{version}/{subdir}/{file}`` with the
@@ -142,10 +144,10 @@ class Api:
         return document if isinstance(document, dict) else {}
 
 
-def upload_to_prefix(api: Api, channel: str, package: Path) -> None:
-    """Upload ``package`` to the prefix.dev channel ``channel``."""
+def upload_to_prefix(api: Api, channel: str, package: Path, attestation: bytes | None = None) -> None:
+    """Upload ``package`` to the prefix.dev channel ``channel``, with its attestation where given."""
     try:
-        _prefix(api, channel, package)
+        _prefix(api, channel, package, attestation)
     except HttpError as exc:
         raise UploadFailed(exc.message, fix=exc.fix, timed_out=exc.timed_out) from None
 
@@ -158,7 +160,7 @@ def upload_to_anaconda(api: Api, owner: str, labels: tuple[str, ...], package: P
         raise UploadFailed(exc.message, fix=exc.fix, timed_out=exc.timed_out) from None
 
 
-def _prefix(api: Api, channel: str, package: Path) -> None:
+def _prefix(api: Api, channel: str, package: Path, attestation: bytes | None) -> None:
     url = f"{api.url}/api/v1/upload/{_segment(channel)}"
     size = package.stat().st_size
     boundary = secrets.token_hex(16)
@@ -171,6 +173,9 @@ def _prefix(api: Api, channel: str, package: Path) -> None:
         f"X-File-SHA256: {file_digest(package, 'sha256').hex()}\r\n\r\n"
     ).encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
+    if attestation is not None:
+        part = f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="attestation"\r\n\r\n'
+        tail = part.encode() + attestation + tail
     for delay in (*RETRY_DELAYS, None):
         with open_request(
             "POST",
