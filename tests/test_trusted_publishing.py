@@ -462,7 +462,7 @@ def test_an_oidc_endpoint_that_does_not_answer_ends_at_the_timeout(
     assert time.monotonic() - started < 8  # the toolkit gave up before the answer came
     assert done.returncode == 9
     assert error_line(done.stderr).startswith(
-        f"flagtree-feedstock: error: requesting an OIDC token: {oidc.url} did not answer for 1 s: gave up"
+        f"flagtree-feedstock: error: requesting an OIDC token: {oidc.url} did not finish the request within 1 s: gave up"
     )
     assert server.requests == []
 
