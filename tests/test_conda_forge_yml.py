@@ -142,7 +142,9 @@ def test_a_rerender_keeps_every_pin_and_makes_the_native_arm_job(tmp_path: Path)
     if shutil.which("rattler-build") is None:
         pytest.skip("rattler-build (the CLI conda-smithy renders recipe.yaml with) is not on PATH")
     if not PINNING.is_file():
-        pytest.skip(f"{PINNING} is absent (conda-forge's global pinning, beside the repository in this workplace)")
+        pytest.skip(
+            f"{PINNING} is absent (conda-forge's global pinning, beside the repository in this workplace)"
+        )
     feedstock = tmp_path / "flagtree-cpu-feedstock"
     shutil.copytree(ROOT / "recipe", feedstock / "recipe", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "patches", feedstock / "patches")
@@ -173,7 +175,9 @@ def test_a_rerender_keeps_every_pin_and_makes_the_native_arm_job(tmp_path: Path)
     workflow = yaml.safe_load((feedstock / ".github" / "workflows" / "conda-build.yml").read_text())
     job = workflow["jobs"]["build"]
     assert job["timeout-minutes"] == 360
-    arm = [entry for entry in job["strategy"]["matrix"]["include"] if entry["CONFIG"].startswith("linux_aarch64")]
+    arm = [
+        entry for entry in job["strategy"]["matrix"]["include"] if entry["CONFIG"].startswith("linux_aarch64")
+    ]
     assert arm and all(entry["runs_on"] == ["ubuntu-24.04-arm"] for entry in arm), arm
     assert all(entry["free_disk_space"] == "max" for entry in arm)
     assert all("aarch64" in entry["DOCKER_IMAGE"] for entry in arm)
