@@ -235,15 +235,22 @@ def test_off_aarch64_only_the_machine_check_runs(tmp_path: Path) -> None:
     assert status == 1
 
 
-def test_macos_on_apple_silicon_is_not_a_target_but_a_linux_vm_on_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_macos_on_apple_silicon_is_not_a_target_but_a_linux_vm_on_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """macOS reports Apple silicon as arm64: named as macOS, with the way that works (Linux in a VM or container,
     where it is the baseline tier: tests/test_cpu_tiers.py)."""
     monkeypatch.setattr(platform, "machine", lambda: "arm64")
     status, report = run_json(["cpu-features"])
     (check,) = report["checks"]  # type: ignore[misc]
     assert check["status"] == "fail"
-    assert check["message"].startswith("this is macOS on Apple silicon (arm64): macOS is not a target platform")
-    assert check["fix"] == "run it in a Linux VM or container on this Mac: there Apple silicon runs the baseline runtime"
+    assert check["message"].startswith(
+        "this is macOS on Apple silicon (arm64): macOS is not a target platform"
+    )
+    assert (
+        check["fix"]
+        == "run it in a Linux VM or container on this Mac: there Apple silicon runs the baseline runtime"
+    )
     assert status == 1
 
 

@@ -233,7 +233,8 @@ def cpu_facts(facts: Facts) -> CpuFacts:
 def check_features(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
     choice, check = cpu.choice, "cpu-features"
-    if cpu.machine == "arm64":  # macOS names Apple silicon arm64; Linux on it, in a VM or container, says aarch64
+    # macOS names Apple silicon arm64; Linux on it, in a VM or a container, says aarch64.
+    if cpu.machine == "arm64":
         return CheckResult(
             id=check,
             status="fail",
