@@ -88,8 +88,14 @@ def test_nothing_feedstock_only(staged: Path) -> None:
     assert [p.name for p in staged.parent.iterdir()] == ["flagtree-cpu"]  # no scratch folder left
 
 
-def test_the_maintainers_are_the_ones_given(staged: Path) -> None:
-    assert _recipe(staged)["extra"] == {"recipe-maintainers": ["alice", "bob-2"]}
+def test_the_maintainers_are_the_ones_given_and_the_feedstock_is_flagtree_cpu(staged: Path) -> None:
+    """The recipe's name is flagtree-cpu-split; the feedstock, named after the recipe unless `feedstock-name`
+    says otherwise, is flagtree-cpu-feedstock, as the folder is recipes/flagtree-cpu."""
+    assert _recipe(staged)["recipe"] == {"name": "flagtree-cpu-split", "version": "${{ version }}"}
+    assert _recipe(staged)["extra"] == {
+        "feedstock-name": "flagtree-cpu",
+        "recipe-maintainers": ["alice", "bob-2"],
+    }
 
 
 def test_the_pins_are_those_conda_forges_global_pinning_does_not_supply(staged: Path) -> None:

@@ -303,4 +303,8 @@ def _with_maintainers(text: str, names: list[str], recipe_path: Path) -> str:
         )
     indent = blocks[0]["indent"]
     listed = "".join(f"{indent}  - {name}\n" for name in names)
-    return text[: blocks[0].start()] + f"{indent}recipe-maintainers:\n{listed}" + text[blocks[0].end() :]
+    # The feedstock is named after the recipe (flagtree-cpu-split, a split recipe's name) unless told otherwise.
+    named = "" if "feedstock-name:" in text else f"{indent}feedstock-name: {RECIPE_NAME}\n"
+    return (
+        text[: blocks[0].start()] + f"{named}{indent}recipe-maintainers:\n{listed}" + text[blocks[0].end() :]
+    )
