@@ -223,6 +223,16 @@ def test_a_failed_copy_leaves_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_outside_a_feedstock_it_says_where_to_run(tmp_path: Path) -> None:
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == ConfigurationError.return_code
+    assert done.stderr == (
+        f"flagtree-feedstock: error: cannot read {tmp_path / 'recipe' / 'recipe.yaml'}: No such file or directory "
+        "(fix: run from the feedstock's root (it holds recipe/), or pass --recipe-dir)\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 # ---- conda_build tier: conda-smithy's linter -------------------------------------------------------------------
 
 

@@ -83,8 +83,10 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
         text = recipe_path.read_text(encoding="utf-8")
         recipe = yaml.safe_load(text)
     except (OSError, yaml.YAMLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
         raise ConfigurationError(
-            f"cannot read {recipe_path}: {exc}", fix="run from the feedstock's root (it holds recipe/)"
+            f"cannot read {recipe_path}: {reason}",
+            fix="run from the feedstock's root (it holds recipe/), or pass --recipe-dir",
         ) from None
     files: dict[PurePosixPath, Path] = {
         PurePosixPath("conda_build_config.yaml"): _existing(
