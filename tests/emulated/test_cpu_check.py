@@ -3,8 +3,8 @@
 A CPU below dotprod, the floor of the baseline runtime, raises one exception naming what it lacks (A64FX: SVE,
 no dotprod; Cortex-A72: Armv8.0); every CPU with dotprod passes, on the Armv9 runtime (``max`` with 128-bit
 vectors) or the baseline one (Cortex-A76 and Neoverse N1: no SVE; ``max`` with 256- or qemu's default 512-bit
-vectors). The doctor's cpu checks reach the same verdict on each CPU. What each tier then loads and refuses, the driver's launch path
-included: tests/emulated/test_runtime_tiers_qemu.py.
+vectors). The doctor's cpu checks reach the same verdict on each CPU. What each tier then loads and refuses,
+the driver's launch path included: tests/emulated/test_runtime_tiers_qemu.py.
 """
 
 from __future__ import annotations
