@@ -136,7 +136,8 @@ def _feedstock_copy(tmp_path: Path) -> Path:
 
 
 def test_the_files_are_followed_from_the_recipe_not_listed(tmp_path: Path) -> None:
-    """A new patch and a new helper a build script sources come along; a file nothing references does not."""
+    """A new patch, a helper a build script sources and a file an inline script reads come along; a file nothing
+    references does not."""
     copy = _feedstock_copy(tmp_path)
     recipe = copy / "recipe" / "recipe.yaml"
     text = recipe.read_text()
@@ -149,6 +150,13 @@ def test_the_files_are_followed_from_the_recipe_not_listed(tmp_path: Path) -> No
     (copy / "recipe" / "sbom_helper.sh").write_text('python "${RECIPE_DIR}/sbom.py"\n')
     (copy / "recipe" / "sbom.py").write_text("")
     (copy / "recipe" / "unused.sh").write_text("")
+    doctor_script = "        - cd flagtree-feedstock/flagtree-doctor && "
+    text = recipe.read_text()
+    assert text.count(doctor_script) == 1
+    recipe.write_text(
+        text.replace(doctor_script, '        - python "${RECIPE_DIR}/inline_helper.py"\n' + doctor_script)
+    )
+    (copy / "recipe" / "inline_helper.py").write_text("")
     output = tmp_path / "out"
     done = _staged(tmp_path, "--maintainer", "alice", "--output", str(output), cwd=copy)
     assert done.returncode == 0, done.stderr
@@ -156,6 +164,7 @@ def test_the_files_are_followed_from_the_recipe_not_listed(tmp_path: Path) -> No
     assert (folder / "patches/flagtree/0013-New.patch").read_text() == "a new patch\n"
     assert "          - patches/flagtree/0013-New.patch\n" in (folder / "recipe.yaml").read_text()
     assert (folder / "sbom_helper.sh").is_file() and (folder / "sbom.py").is_file()
+    assert (folder / "inline_helper.py").is_file()  # read by an inline build script
     assert not (folder / "unused.sh").exists()
 
 

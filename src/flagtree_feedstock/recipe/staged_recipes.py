@@ -97,7 +97,7 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
     for parts in _sections(recipe):
         for source in _sources(parts):
             text = _source_files(root, recipe_dir, source, parts, text, files)
-        for script in _script_files(parts):
+        for script in [*_script_files(parts), *_inline_references(parts, recipe_path)]:
             for relative in _followed(recipe_dir, script):
                 files[PurePosixPath(relative)] = recipe_dir / relative
         files.update(_test_files(recipe_dir, parts))
@@ -209,6 +209,17 @@ def _script_files(parts: dict[str, Any]) -> Iterator[str]:
         yield script
 
 
+def _inline_references(parts: dict[str, Any], recipe_path: Path) -> list[str]:
+    """What an inline build script (a list of commands, or ``content:``) reads through ``${RECIPE_DIR}``."""
+    script = (parts.get("build") or {}).get("script")
+    if isinstance(script, dict):
+        script = script.get("content")
+    if isinstance(script, str):
+        script = [] if "\n" not in script and script.endswith((".sh", ".bat")) else [script]
+    lines = [str(line) for line in script] if isinstance(script, list) else []
+    return list(_recipe_dir_references("\n".join(lines), recipe_path))
+
+
 def _followed(recipe_dir: Path, script: str) -> list[str]:
     """``script`` and every file of the recipe folder it reads through ``${RECIPE_DIR}``, at any depth."""
     found: list[str] = []
@@ -225,7 +236,8 @@ def _followed(recipe_dir: Path, script: str) -> list[str]:
 
 
 def _recipe_dir_references(text: str, path: Path) -> Iterator[str]:
-    """The ``${RECIPE_DIR}/...`` paths of a shell script, each ``${NAME}`` set by a ``for`` loop expanded."""
+    """The ``${RECIPE_DIR}/...`` paths of a shell script (``path``, for messages), each ``${NAME}`` set by a
+    ``for`` loop expanded."""
     loops = {name: words.split() for name, words in FOR_LOOP.findall(text)}
     for reference in RECIPE_DIR_REFERENCE.findall(text):
         names = sorted({a or b for a, b in VARIABLE.findall(reference)})
