@@ -22,11 +22,15 @@ toolchain's objdump disassembles the library, and each instruction is classified
   it too. The ``--march`` the library was compiled with is recorded, not trusted.
 - **Which functions it follows.** From each exported function (``.dynsym``): direct calls and branches to
   other functions (``bl``, ``b``, ``cbz``, ...), a call through the PLT to a function the library itself
-  exports, and every function whose address the function computes (``adr``, ``adrp`` + ``add``): GCC's
-  outlined OpenMP regions, whose address the exported function hands to libgomp, are reached that way. A
-  function whose address is stored in data (a relocation: vtables, tables of callbacks) counts for every
-  exported function. One case is not followed: a pointer one exported function computes and stores, which
-  another one later calls; the runtime has none (its functions call only each other, libgomp and libc).
+  exports, every function whose address the function computes (``adr``, ``adrp`` + ``add``): GCC's
+  outlined OpenMP regions, whose address the exported function hands to libgomp, are reached that way; and
+  every function whose GOT slot it loads (``adrp`` + ``ldr``): under ``-fno-plt``, which conda-forge's
+  compiler flags hold, a call to another exported function loads its address from the GOT instead of going
+  through the PLT. A GOT slot is a reference of the function that loads it, not a table any function may
+  call. A function whose address is stored in other data (a relocation outside ``.got``: vtables, tables of
+  callbacks) counts for every exported function. One case is not followed: a pointer one exported function
+  computes and stores, which another one later calls; the runtime has none (its functions call only each
+  other, libgomp and libc).
   A function that tests the CPU itself before it uses an extension is recorded as needing it.
 - **At load.** ``load`` is what the initialisers (``.init_array``, ``.fini_array``, ``_init``, ``_fini``)
   and what they reach need: they run whenever the library is loaded.
@@ -76,6 +80,8 @@ INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\t(\S+)(?:\t(.*))?$")
 LABEL = re.compile(r"^([0-9a-f]+) <(.+)>:$")
 TARGET = re.compile(r"^([0-9a-f]+)(?: <(.+)>)?")
 LOAD_SECTIONS = (".init_array", ".fini_array", ".preinit_array")
+GOT_SECTION = ".got"  # the slots code loads (adrp + ldr); .got.plt's JUMP_SLOTs belong to the PLT stubs
+MEMORY = re.compile(r"\[(x\d+)(?:, #(\d+|0x[0-9a-f]+))?\]")
 LOAD_SYMBOLS = ("_init", "_fini")
 
 
@@ -193,14 +199,15 @@ def parse_relocations(text: str) -> list[tuple[int, str, str]]:
 class Library:
     functions: dict[str, Function]  # by symbol name
     load_roots: frozenset[str]
-    escaped: frozenset[str]  # functions whose address is stored in data
+    escaped: frozenset[str]  # functions whose address is stored in data other than the GOT
 
 
 class _Scanner:
     """Walks ``objdump -d``: each instruction's needs go to its function, each edge to another function."""
 
-    def __init__(self, symbols: dict[int, Symbol]) -> None:
+    def __init__(self, symbols: dict[int, Symbol], got: dict[int, str]) -> None:
         self.symbols = symbols
+        self.got = got  # GOT slot address -> the function whose address the dynamic loader puts there
         self.starts = sorted(symbols)
         self.by_name = {s.name: s for s in symbols.values()}
         self.functions = {s.name: Function(symbol=s) for s in symbols.values()}
@@ -262,6 +269,10 @@ class _Scanner:
         elif mnemonic == "adrp" and len(fields) == 2 and (match := TARGET.match(fields[1])):
             self.pages[fields[0]] = int(match[1], 16)
             return
+        elif mnemonic == "ldr" and len(fields) >= 2 and (memory := MEMORY.fullmatch(", ".join(fields[1:]))):
+            slot = self.pages[memory[1]] + int(memory[2] or "0", 0) if memory[1] in self.pages else None
+            if slot in self.got:
+                current.calls.add(self.got[slot])  # its GOT slot: a call under -fno-plt, or its address taken
         elif mnemonic == "adr" and len(fields) == 2 and (match := TARGET.match(fields[1])):
             targets.append(int(match[1], 16))
         elif mnemonic == "add" and len(fields) == 3 and fields[1] in self.pages and fields[2].startswith("#"):
@@ -345,19 +356,27 @@ def disassemble(objdump: str, assembler: str, library: Path) -> Library:
     symbols = parse_symbols(
         run_objdump(objdump, "-t", str(library)), run_objdump(objdump, "-T", str(library))
     )
-    scanner = _Scanner(symbols)
-    scanner.scan(run_objdump(objdump, "-d", "--no-show-raw-insn", str(library)), objdump)
-    check_with_assembler(scanner, assembler)
-    load = {name for name in LOAD_SYMBOLS if name in scanner.by_name}
+    by_name = {s.name: s for s in symbols.values()}
+    load = {name for name in LOAD_SYMBOLS if name in by_name}
     escaped: set[str] = set()
+    got: dict[int, str] = {}
     sections = parse_sections(run_objdump(objdump, "-h", str(library)))
     load_ranges = [sections[name] for name in LOAD_SECTIONS if name in sections]
+    got_start, got_size = sections.get(GOT_SECTION, (0, 0))
     for offset, kind, value in parse_relocations(run_objdump(objdump, "-R", str(library))):
-        target = _relocation_target(kind, value, scanner.by_name)
+        target = _relocation_target(kind, value, by_name)
         symbol = symbols.get(target) if target is not None else None
-        if symbol is not None:
-            in_load = any(start <= offset < start + size for start, size in load_ranges)
-            (load if in_load else escaped).add(symbol.name)
+        if symbol is None:
+            continue
+        if got_start <= offset < got_start + got_size:
+            got[offset] = symbol.name  # followed from the instructions that load it
+        elif any(start <= offset < start + size for start, size in load_ranges):
+            load.add(symbol.name)
+        else:
+            escaped.add(symbol.name)
+    scanner = _Scanner(symbols, got)
+    scanner.scan(run_objdump(objdump, "-d", "--no-show-raw-insn", str(library)), objdump)
+    check_with_assembler(scanner, assembler)
     return Library(functions=scanner.functions, load_roots=frozenset(load), escaped=frozenset(escaped))
 
 

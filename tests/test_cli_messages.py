@@ -77,6 +77,8 @@ def _module_commands(path: Path) -> list[str]:
     relative = path.relative_to(SRC).as_posix()
     if relative.startswith("bump/") or relative == "recipe/pins.py":
         return ["flagtree-feedstock bump"]
+    if relative == "recipe/staged_recipes.py":
+        return ["flagtree-feedstock staged-recipes"]
     by_module = {
         "channel/upload.py": ["flagtree-feedstock upload"],
         "channel/server_files.py": ["flagtree-feedstock upload"],

@@ -162,8 +162,8 @@ cores: 48, all alike
 check               status   message                                       fix
 ────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
 cpu-features        fail     the CPU lacks asimddp (baseline runtime:      use an aarch64 CPU with dotprod (Armv8.2 or
-                             -march=armv8.2-a+dotprod): no build of the    newer, e.g. Neoverse N1/V1/N2, Cortex-A76,
-                             runtime runs here (below dotprod its code     Apple M1)
+                             -march=armv8.2-a+dotprod): no build of the    newer, e.g. Neoverse N1/V1/N2, Cortex-A76, or
+                             runtime runs here (below dotprod its code     a Linux VM or container on Apple silicon)
                              stops with SIGILL)
 sve-vector-length   skip     SVE vectors are 512 bits, but without
                              asimddp, bf16, i8mm, sve2, svebf16, svei8mm
@@ -232,6 +232,25 @@ def test_off_aarch64_only_the_machine_check_runs(tmp_path: Path) -> None:
         "this machine is unknown and flagtree-cpu runs on aarch64 only (see cpu-features)"
     )
     assert report["summary"] == {"ok": 0, "warn": 0, "fail": 1, "skip": len(checks) - 1}
+    assert status == 1
+
+
+def test_macos_on_apple_silicon_is_not_a_target_but_a_linux_vm_on_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """macOS reports Apple silicon as arm64: named as macOS, with the way that works (Linux in a VM or container,
+    where it is the baseline tier: tests/test_cpu_tiers.py)."""
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    status, report = run_json(["cpu-features"])
+    (check,) = report["checks"]  # type: ignore[misc]
+    assert check["status"] == "fail"
+    assert check["message"].startswith(
+        "this is macOS on Apple silicon (arm64): macOS is not a target platform"
+    )
+    assert (
+        check["fix"]
+        == "run it in a Linux VM or container on this Mac: there Apple silicon runs the baseline runtime"
+    )
     assert status == 1
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+import _conda_forge_flags as conda_forge_flags
 from _runtime_standin import FLAGS, SONAME, STANDIN_C, binutils, build, tool, write_manifest
-from _tools import require_executable, upstream_source
+from _tools import aarch64_gcc, require_executable, upstream_source
 from flagtree_doctor.manifest import ManifestError, read_manifest
 from flagtree_doctor.target import ARMV9_RUNTIME, BASELINE_RUNTIME, RUNTIME_MODULE_FUNCTIONS, TLE_OP_FUNCTIONS
 
@@ -166,6 +167,96 @@ def test_bad_usage(tmp_path: Path) -> None:
 )
 def test_the_rules(mnemonic: str, operands: str, needs: set[str]) -> None:
     assert tool().classify(mnemonic, operands) == needs
+
+
+# ---- conda-forge's flags: -fno-plt puts calls between exported functions through the GOT -------------------------
+
+GOT_C = r"""
+#include <arm_neon.h>
+#include <stdint.h>
+#define API __attribute__((visibility("default")))
+API int32_t small_plain(const int32_t *a, int n) {
+  int32_t s = 0;
+  for (int i = 0; i < n; i++) s += a[i] * 3;
+  return s;
+}
+API int32_t small_dot(const int8_t *a, const int8_t *b) {
+  return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), vld1q_s8(a), vld1q_s8(b)));
+}
+API int32_t small_caller(const int8_t *a, const int8_t *b) { return small_dot(a, b) + small_dot(b, b); }
+#ifdef WITH_TABLE
+typedef int32_t (*op_t)(const int8_t *, const int8_t *);
+static __attribute__((noinline)) int32_t first_local(const int8_t *a, const int8_t *b) { return a[0] + b[0]; }
+static __attribute__((noinline)) int32_t dot_local(const int8_t *a, const int8_t *b) {
+  return vaddvq_s32(vdotq_s32(vdupq_n_s32(1), vld1q_s8(a), vld1q_s8(b)));
+}
+static op_t const TABLE[] = {first_local, dot_local};
+API int32_t small_dispatch(int i, const int8_t *a, const int8_t *b) { return TABLE[i](a, b); }
+#endif
+"""
+# Each way the runtime may be compiled: upstream's CMake (-fPIC, -O2 or -O3), the same with -fno-plt and with
+# -fpic's small GOT, and conda-forge's whole aarch64 CFLAGS/CPPFLAGS/LDFLAGS (tests/_conda_forge_flags.py).
+GOT_FLAG_SETS = {
+    "O2-fPIC": ("-O2", "-fPIC"),
+    "O3-fPIC": ("-O3", "-fPIC"),
+    "O2-fPIC-fno-plt": ("-O2", "-fPIC", "-fno-plt"),
+    "O3-fPIC-fno-plt": ("-O3", "-fPIC", "-fno-plt"),
+    "O2-fpic-fno-plt": ("-O2", "-fpic", "-fno-plt"),
+    "conda-forge": (*conda_forge_flags.CPPFLAGS, *conda_forge_flags.CFLAGS, *conda_forge_flags.LDFLAGS),
+}
+
+
+def _small_manifest(tmp_path: Path, flags: tuple[str, ...], *defines: str) -> dict[str, object]:
+    (tmp_path / "small.c").write_text(GOT_C)
+    library = tmp_path / "libsmall.so"
+    subprocess.run([aarch64_gcc(), *flags, *defines, *FLAGS["baseline"], "-shared", str(tmp_path / "small.c"),
+                    "-o", str(library)], check=True)  # fmt: skip
+    done = write_manifest(library, BASELINE_RUNTIME.march)
+    assert done.returncode == 0, done.stderr
+    document: dict[str, object] = json.loads(library.with_suffix(".isa.json").read_text())
+    return document
+
+
+@pytest.mark.parametrize("flags", GOT_FLAG_SETS.values(), ids=GOT_FLAG_SETS.keys())
+def test_a_got_slot_is_a_reference_of_the_function_that_loads_it(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    """With and without -fno-plt: only the caller and the callee need dotprod; plain and load need nothing."""
+    document = _small_manifest(tmp_path, flags)
+    functions = document["functions"]
+    assert {name: entry["needs"] for name, entry in functions.items()} == {
+        "small_plain": [],
+        "small_dot": ["asimddp"],
+        "small_caller": ["asimddp"],
+    }
+    assert functions["small_caller"]["evidence"]["asimddp"].endswith("(in small_dot)")
+    assert document["load"] == {"needs": [], "evidence": {}}
+
+
+@pytest.mark.parametrize("flags", GOT_FLAG_SETS.values(), ids=GOT_FLAG_SETS.keys())
+def test_a_table_of_callbacks_still_counts_for_every_function(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """A local function whose address is in a table (.data.rel.ro) may be called from anywhere: every exported
+    function is charged with it, the dispatcher that reads the table first of all."""
+    functions = _small_manifest(tmp_path, flags, "-DWITH_TABLE")["functions"]
+    assert {name: entry["needs"] for name, entry in functions.items()} == {
+        name: ["asimddp"] for name in ("small_plain", "small_dot", "small_caller", "small_dispatch")
+    }
+    assert functions["small_dispatch"]["evidence"]["asimddp"].endswith("(in dot_local)")
+
+
+@pytest.mark.parametrize("tier", ["baseline", "armv9"])
+def test_the_standin_under_conda_forges_flags(tmp_path: Path, tier: str) -> None:
+    """The stand-in runtime compiled with conda-forge's flags after the runtime's own (its -fno-plt turns the
+    call of standin_i8mm into a GOT load): each function needs what it needs with upstream's."""
+    cf = (*conda_forge_flags.CPPFLAGS, *conda_forge_flags.CFLAGS, *conda_forge_flags.LDFLAGS)
+    library = build(STANDIN_C, tmp_path / "libTritonCPURuntime.so", FLAGS[tier], *cf)
+    done = write_manifest(library, FLAGS[tier][0].removeprefix("-march="))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(library.with_suffix(".isa.json").read_text())
+    assert {name: entry["needs"] for name, entry in document["functions"].items()} == (
+        EXPECTED if tier == "baseline" else ARMV9_EXPECTED
+    )
+    assert document["load"]["needs"] == []
 
 
 # ---- flagtree-cpu's own runtime (FLAGTREE_CPU_SRC) -----------------------------------------------------------

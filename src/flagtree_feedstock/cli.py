@@ -19,6 +19,7 @@ from flagtree_doctor.terminal import new_console, print_json
 
 from . import __version__, llvm_archive
 from ._interrupts import report_interrupt
+from ._paths import check_folder
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from ._urls import one_line
 from .build.options import TOOLS, BuildOptions, from_cli
@@ -28,6 +29,7 @@ from .bump.cli import add_bump_parser, run_bump
 from .channel.folder import check_channels, package_files
 from .errors import ConfigurationError, FeedstockError, file_access_error
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
+from .recipe import staged_recipes
 from .recipe.render import PIN_KEYS, RenderedOutput
 from .recipe.sources import output_sources, source_lines
 from .recipe.variants import variant_files
@@ -195,6 +197,25 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LABEL",
         help="anaconda.org label (repeatable) [main]",
     )
+    staged = sub.add_parser(
+        "staged-recipes",
+        help="write recipes/flagtree-cpu/ as a conda-forge staged-recipes pull request holds it",
+        description="Write DIR/recipes/flagtree-cpu/: recipe.yaml with the files it references and the pins "
+        "conda-forge's global pinning does not supply (docs/conda-forge.md).",
+    )
+    staged.add_argument(
+        "--maintainer",
+        dest="maintainers",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="HANDLE",
+        help="GitHub user names (repeatable): conda-smithy takes users, not organisations or teams",
+    )
+    staged.add_argument(
+        "--output", type=Path, required=True, metavar="DIR", help="a staged-recipes clone, or a new folder"
+    )
+    staged.add_argument("--recipe-dir", type=Path, default=Path("recipe"), help="the recipe folder [recipe]")
     add_bump_parser(sub)
     # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
     sub.add_parser(
@@ -229,6 +250,8 @@ def main(  # noqa: PLR0911 - a return per command
             return _build(args, env, out, err)
         if args.command == "bump":
             return run_bump(args, out)
+        if args.command == "staged-recipes":
+            return _staged_recipes(args, out)
         return _upload(args, env, out) if args.command == "upload" else _channel(args, out)
     except (FeedstockError, OSError) as exc:  # an OSError: a path no check foresaw, named in one line
         error = exc if isinstance(exc, FeedstockError) else file_access_error(exc)
@@ -503,6 +526,14 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
     for pkg in installed:
         table.add_row(pkg.name, pkg.version, pkg.build, pkg.channel)
     out.print(table)
+    return 0
+
+
+def _staged_recipes(args: argparse.Namespace, out: Console) -> int:
+    staged = staged_recipes.plan(args.recipe_dir.resolve().parent, args.maintainers)
+    check_folder(args.output, option="--output")
+    target = staged_recipes.write(staged, args.output)
+    out.print(f"wrote {target} ({len(staged.files) + 1} files); docs/conda-forge.md says what comes next")
     return 0
 
 

@@ -1,10 +1,10 @@
 """FlagTree's CPU check (flagtree_doctor.cpu_check, called by patch 0009) as real aarch64 code under qemu-user.
 
 A CPU below dotprod, the floor of the baseline runtime, raises one exception naming what it lacks (A64FX: SVE,
-no dotprod); every CPU with dotprod passes, on the Armv9 runtime (``max`` with 128-bit vectors) or the baseline
-one (Cortex-A76 and Neoverse N1: no SVE; ``max`` with 256- or qemu's default 512-bit vectors). The doctor's cpu
-checks reach the same verdict on each CPU. What each tier then loads and refuses, the driver's launch path
-included: tests/emulated/test_runtime_tiers_qemu.py.
+no dotprod; Cortex-A72: Armv8.0); every CPU with dotprod passes, on the Armv9 runtime (``max`` with 128-bit
+vectors) or the baseline one (Cortex-A76 and Neoverse N1: no SVE; ``max`` with 256- or qemu's default 512-bit
+vectors). The doctor's cpu checks reach the same verdict on each CPU. What each tier then loads and refuses,
+the driver's launch path included: tests/emulated/test_runtime_tiers_qemu.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ VERDICTS: dict[str, str | None] = {
     "cortex-a76": None,
     "neoverse-n1": None,
     "a64fx": LACKS_DOTPROD,
+    "cortex-a72": LACKS_DOTPROD,  # Raspberry Pi 4, Graviton1: Armv8.0, no dotprod
     "max": None,
     "max,sve-default-vector-length=32": None,
     "max,sve-default-vector-length=16": None,

@@ -31,12 +31,14 @@ from pathlib import Path
 import pytest
 from _qemu import PYTHON, require_libgomp, run_aarch64
 
+from _conda_forge_flags import CFLAGS, CPPFLAGS, LDFLAGS
 from _runtime_standin import FLAGS, STANDIN_C, TIER_MARK, binutils, build, write_manifest
 from _tools import aarch64_gcc, upstream_source
 from flagtree_doctor.target import ARMV9_KERNEL_FLAGS, ARMV9_TLE_NEON_MARCH, BASELINE_RUNTIME
 from test_patches import apply_series, series_patches
 
 pytestmark = pytest.mark.emulated
+CONDA_FORGE_FLAGS = (*CPPFLAGS, *CFLAGS, *LDFLAGS)
 
 ARMV9_16 = "max,sve-default-vector-length=16"  # 128-bit SVE: the Armv9 tier
 MAX_256 = "max,sve-default-vector-length=32"  # Armv9's features, 256-bit vectors: baseline
@@ -113,22 +115,36 @@ def kernel_source(name: str) -> str:
     return DECLARATIONS + f"int32_t kernel_{name}(void) {{ return {CALLS[name][0]}; }}\n"
 
 
-@pytest.fixture(scope="module")
-def runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A stand-in ``triton`` package with ``_C``: both builds, the baseline one's manifest, a libsleef."""
+def _site(site: Path, *extra: str) -> Path:
+    """A stand-in ``triton`` package with ``_C``: both builds (``extra``: flags after the runtime's own), the
+    baseline one's manifest, a libsleef."""
     require_libgomp()
     binutils()
-    site = tmp_path_factory.mktemp("tiers") / "site"
     c_dir = site / "triton" / "_C"
     for tier, flags in FLAGS.items():
         folder = c_dir if tier == "armv9" else c_dir / "baseline"
-        build(STANDIN_C, folder / "libTritonCPURuntime.so", flags, f"-DSTANDIN_TIER={TIER_MARK[tier]}")
+        build(
+            STANDIN_C, folder / "libTritonCPURuntime.so", flags, f"-DSTANDIN_TIER={TIER_MARK[tier]}", *extra
+        )
     done = write_manifest(c_dir / BASELINE_RUNTIME.library, BASELINE_RUNTIME.march)
     assert done.returncode == 0, done.stderr
     (site / "sleef.c").write_text("int standin_sleef;\n")
     subprocess.run([aarch64_gcc(), "-shared", "-fPIC", str(site / "sleef.c"), "-o", str(c_dir / "libsleef.so")],
                    check=True)  # fmt: skip
     return site
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both builds with upstream's flags (-O3 -fPIC, OpenMP)."""
+    return _site(tmp_path_factory.mktemp("tiers") / "site")
+
+
+@pytest.fixture(scope="module")
+def conda_forge_runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both builds with conda-forge's aarch64 CPPFLAGS, CFLAGS and LDFLAGS after them (-fno-plt: the call of
+    another exported function goes through the GOT)."""
+    return _site(tmp_path_factory.mktemp("tiers-cf") / "site", *CONDA_FORGE_FLAGS)
 
 
 def _features(cpu: str) -> frozenset[str]:
@@ -142,6 +158,17 @@ def _features(cpu: str) -> frozenset[str]:
 def test_each_function_runs_exactly_where_the_manifest_says(cpu: str, runtime: Path, tmp_path: Path) -> None:
     """Called with no check: a function runs where every core has what the manifest says it needs (and gives
     the right result), and stops with SIGILL elsewhere. The manifest was read from the binary alone."""
+    _functions_run_where_the_manifest_says(cpu, runtime, tmp_path)
+
+
+@pytest.mark.parametrize("cpu", sorted(TIERS))
+def test_under_conda_forges_flags_too(cpu: str, conda_forge_runtime: Path, tmp_path: Path) -> None:
+    """The same with the builds conda-forge's flags make: no function is charged for a call it does not make,
+    and none runs where the manifest says it cannot."""
+    _functions_run_where_the_manifest_says(cpu, conda_forge_runtime, tmp_path)
+
+
+def _functions_run_where_the_manifest_says(cpu: str, runtime: Path, tmp_path: Path) -> None:
     c_dir = runtime / "triton" / "_C"
     manifest = json.loads((c_dir / str(BASELINE_RUNTIME.manifest)).read_text())
     (tmp_path / "caller.c").write_text(caller_source())

@@ -233,6 +233,15 @@ def cpu_facts(facts: Facts) -> CpuFacts:
 def check_features(facts: Facts) -> CheckResult:
     cpu = cpu_facts(facts)
     choice, check = cpu.choice, "cpu-features"
+    # macOS names Apple silicon arm64; Linux on it, in a VM or a container, says aarch64.
+    if cpu.machine == "arm64":
+        return CheckResult(
+            id=check,
+            status="fail",
+            message="this is macOS on Apple silicon (arm64): macOS is not a target platform of flagtree-cpu, a "
+            "linux-aarch64 package",
+            fix="run it in a Linux VM or container on this Mac: there Apple silicon runs the baseline runtime",
+        )
     if cpu.machine != "aarch64":
         return CheckResult(
             id=check,
@@ -246,7 +255,8 @@ def check_features(facts: Facts) -> CheckResult:
             status="fail",
             message=f"{'; '.join(choice.blockers)}: no build of the runtime runs here (below dotprod its code "
             "stops with SIGILL)",
-            fix="use an aarch64 CPU with dotprod (Armv8.2 or newer, e.g. Neoverse N1/V1/N2, Cortex-A76, Apple M1)",
+            fix="use an aarch64 CPU with dotprod (Armv8.2 or newer, e.g. Neoverse N1/V1/N2, Cortex-A76, or a Linux VM "
+            "or container on Apple silicon)",
         )
     if choice.tier == "armv9":
         return CheckResult(

@@ -4,6 +4,7 @@
 - :mod:`.render`: ``recipe/recipe.yaml`` rendered with them through py-rattler-build, offline;
 - :mod:`.sources`: each rendered output's sources, as the engine will fetch them;
 - :mod:`.pins`: the pins of ``recipe/conda_build_config.yaml``, read and rewritten in place.
+- :mod:`.staged_recipes`: the recipe folder of a conda-forge staged-recipes pull request, computed from it.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
 the package (``tests/test_layers.py``).
