@@ -62,15 +62,26 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         metavar="FILE",
         help="a variant file added over the root conda_build_config.yaml and the recipe folder's own, as "
-        "conda-build's and rattler-build's -m add (repeatable; later files win): a file holding only "
-        'python: ["3.12"] builds for 3.12 alone, one holding only flagtree_commit moves that pin',
+        "conda-build's and rattler-build's -m add (repeatable; later files win, a file given twice counts at "
+        'its last place): a file holding only python: ["3.12"] builds for 3.12 alone, one holding only '
+        "flagtree_commit moves that pin",
     )
     build.add_argument(
         "-e",
         "--exclusive-config-file",
+        dest="exclusive_config_files",
+        action="append",
         metavar="FILE",
-        help="the root variant file, read first [conda_build_config.yaml]; the recipe folder's own and the "
-        "--variant-config files are still read after it, as with conda-build's -e",
+        help="a root variant file, read first, in place of ./conda_build_config.yaml (repeatable, in order); the "
+        "recipe folder's own and the --variant-config files are still read after them, as with conda-build's "
+        "-e. Unlike conda-build, ~/conda_build_config.yaml is never read, and keys the recipes do not use are "
+        "ignored with a note (an error with --strict)",
+    )
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse variant keys the recipes do not use, and a C and a C++ compiler of different versions "
+        "(both are notes without it)",
     )
     build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
     build.add_argument("--build-platform", help="this host's platform, to cross-build for another target")
@@ -256,17 +267,21 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         max_size=options.llvm_archive_max_size,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
-    given = variant_files(options.recipe_dir, options.exclusive_config_file, options.variant_configs)
+    given = variant_files(options.recipe_dir, options.exclusive_config_files, options.variant_configs)
     files = (*given, *archive_files)
     outputs = render(
         options.recipe_dir / "recipe.yaml",
         files,
         target=options.target_platform,
         build=options.build_platform,
+        strict=options.strict,
+        note=LOGGER.warning,
     )
     if archive is not None:
         # The fix names the file to raise c_stdlib_version in: the last one given, else the root one.
-        raise_in = options.variant_configs[-1] if options.variant_configs else options.exclusive_config_file
+        raise_in = (
+            options.variant_configs[-1] if options.variant_configs else options.exclusive_config_files[-1]
+        )
         llvm_archive.check_rendered(archive, outputs, variant_file=raise_in)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
@@ -291,7 +306,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             CondaBuildRequest(
                 tool=options.tool,
                 recipe_dir=options.recipe_dir,
-                exclusive_config_file=options.exclusive_config_file,
+                exclusive_config_files=options.exclusive_config_files,
                 variant_files=(*options.variant_configs, *archive_files),
                 channel_dir=options.output_dir,
                 channels=options.channels,
