@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         dest="exclusive_config_files",
         action="append",
         metavar="FILE",
-        help="a root variant file, read first, in place of ./conda_build_config.yaml (repeatable, in order); the "
+        help="the root variant file, read first, in place of ./conda_build_config.yaml (repeatable: read in the "
+        "order given); the "
         "recipe folder's own and the --variant-config files are still read after them, as with conda-build's "
         "-e. Unlike conda-build, ~/conda_build_config.yaml is never read, and keys the recipes do not use are "
         "ignored with a note (an error with --strict)",

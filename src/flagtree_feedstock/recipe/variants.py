@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.errors import ConfigurationError, file_access_error
 
 VARIANT_FILE = "conda_build_config.yaml"
 
@@ -318,16 +318,19 @@ def read_variant_text(path: Path) -> str:
             f"variant file {path} is a folder, not a file",
             fix="pass the path of a conda_build_config.yaml, not of a folder",
         ) from None
-    except OSError as exc:
+    except NotADirectoryError:
         raise ConfigurationError(
-            f"variant file {path} cannot be opened: {exc.strerror or exc}",
+            f"variant file {path} does not exist: a part of its path is a file, not a folder",
             fix=f"correct the path ({_WHICH_FILES})",
         ) from None
+    except OSError as exc:  # a permission, a loop of links, a name too long: the path and the fix
+        raise file_access_error(exc) from None
+    mode = os.fstat(descriptor).st_mode
+    for test, kind, instead in _KINDS:
+        if test(mode):
+            os.close(descriptor)
+            raise ConfigurationError(f"variant file {path} is {kind}, not a file", fix=f"pass {instead}")
     with os.fdopen(descriptor, "rb") as file:
-        mode = os.fstat(file.fileno()).st_mode
-        for test, kind, instead in _KINDS:
-            if test(mode):
-                raise ConfigurationError(f"variant file {path} is {kind}, not a file", fix=f"pass {instead}")
         data = file.read(MAX_VARIANT_FILE_BYTES + 1)
     if len(data) > MAX_VARIANT_FILE_BYTES:
         raise ConfigurationError(
