@@ -6,6 +6,7 @@ line naming the file, the line and the expression, never its debug text.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tempfile
@@ -117,6 +118,15 @@ def _variant_count(merged: MergedVariants) -> int:
     zipped = {name for group in merged.zip_keys for name in group}
     count = math.prod(len(merged.values[group[0]]) for group in merged.zip_keys)
     return count * math.prod(len(v) for name, v in merged.values.items() if name not in zipped)
+
+
+def variants_yaml(config: Any) -> str:  # noqa: ANN401 - rattler_build.VariantConfig
+    """``config`` as a variants.yaml text (JSON, which YAML reads), for the engine's entries that take files
+    (``build_recipes``): they then see the variant :func:`engine_variants` made, not the files again."""
+    document: dict[str, object] = dict(config.to_dict())
+    if config.zip_keys:
+        document["zip_keys"] = config.zip_keys
+    return json.dumps(document, indent=1)
 
 
 def render(
