@@ -259,8 +259,10 @@ class Entry:
 
 # Bounds on a variant file, checked before YAML or the engine reads it: conda-forge's whole global pinning is
 # about 20 KB and 4 levels deep; a larger or deeper file is refused, not parsed (issue 28 item 7).
-MAX_VARIANT_FILE_BYTES = 1024 * 1024
+MAX_VARIANT_FILE_BYTES = 256 * 1024
 MAX_VARIANT_DEPTH = 16
+# The longest value: a sha256 is 64 characters, a python entry 20; a value of a megabyte costs the render seconds.
+MAX_VALUE_CHARS = 256
 # A value holding a line break would split the lines of the engine's build scripts and of `--render-only`.
 _LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
@@ -549,7 +551,12 @@ def _entry_values(name: str, entry: Entry) -> Iterator[ConfigurationError]:
                 )
         if hexes:
             continue
-        if isinstance(value, str) and _LINE_BREAK.search(value):
+        if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+            yield ConfigurationError(
+                f"{entry.file}:{line}: {name} entry is {len(value)} characters long, more than {MAX_VALUE_CHARS}",
+                fix=f"give {name} a value of at most {MAX_VALUE_CHARS} characters",
+            )
+        elif isinstance(value, str) and _LINE_BREAK.search(value):
             yield ConfigurationError(
                 f"{entry.file}:{line}: {name} entry {shown} holds a line break",
                 fix=f"write each {name} entry on one line (a YAML | or > block, or \\n in quotes, makes one)",
