@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, FileAccessError
 
 
 def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
@@ -31,10 +31,14 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
         ancestor = resolved.parent
         while not ancestor.exists():
             ancestor = ancestor.parent
-    except OSError as exc:
-        raise ConfigurationError(
+    except OSError as exc:  # a name too long, a loop of links: the file system refuses the path
+        raise FileAccessError(
             f"{option} {path} cannot be used: {exc.strerror or exc}",
             fix="choose a shorter path" if exc.errno == errno.ENAMETOOLONG else f"choose another {option}",
+        ) from None
+    except RuntimeError:  # Python before 3.13: pathlib's resolve() meets a loop of symbolic links
+        raise FileAccessError(
+            f"{option} {path} cannot be used: it is a loop of symbolic links", fix=f"choose another {option}"
         ) from None
     if not ancestor.is_dir():
         raise ConfigurationError(
@@ -50,7 +54,7 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
             probe_writable(folder)
         except OSError as exc:
             where = "" if folder == resolved else f" (it is made in {folder})" if not exists else ""
-            raise ConfigurationError(
+            raise FileAccessError(  # a permission, a read-only mount: the file system's answer, exit 10
                 f"{option} {path}{where}: cannot write in {folder}: {exc.strerror or exc}",
                 fix=f"choose another {option}, or make {folder} writable for you",
             ) from None

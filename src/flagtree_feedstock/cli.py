@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -223,7 +224,7 @@ def main(  # noqa: PLR0911 - a return per command
         return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
-    out = console or new_console()
+    out = console or _named_stdout(new_console())
     err = new_console(stderr=True)
     _configure_logging(err)
     try:
@@ -242,6 +243,39 @@ def main(  # noqa: PLR0911 - a return per command
         return report_interrupt(interrupt)
 
 
+class _NamedStream:
+    """A stream whose write errors name it: a full disk or a closed pipe behind stdout is one line naming
+    standard output (and the file it is), not an error without a path."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(self._stream, attribute)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._name) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._name) from None
+
+
+def _named_stdout(console: Console) -> Console:
+    try:
+        where = str(Path("/proc/self/fd/1").readlink())
+    except OSError:
+        where = ""
+    console.file = _NamedStream(console.file, f"standard output ({where})" if where else "standard output")  # type: ignore[arg-type]
+    return console
+
+
 def _configure_logging(err: Console) -> None:
     """Library code logs; the CLI prints those records on this call's stderr console."""
     LOGGER.handlers = [ConsoleHandler(err)]
@@ -256,7 +290,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
     options = from_cli(vars(args), env)
     _check_build_flags(args, options)
-    check_inputs(options, render_only=args.render_only)
+    check_inputs(options)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
     # --llvm-archive: checked before anything renders; its keys in a variant file read after the others.
     archive = llvm_archive.from_options(
@@ -320,7 +354,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     return 0
 
 
-def check_inputs(options: BuildOptions, *, render_only: bool) -> None:
+def check_inputs(options: BuildOptions) -> None:
     """The recipe folder, the channels and the output folder, each checked before anything renders or builds.
 
     The variant files (a file, UTF-8, every key and value) are checked by
@@ -332,8 +366,7 @@ def check_inputs(options: BuildOptions, *, render_only: bool) -> None:
             fix="pass --recipe-dir the folder that holds recipe.yaml",
         )
     check_channels(options.channels)
-    if not render_only:
-        check_output_dir(options.output_dir)
+    check_output_dir(options.output_dir)  # with --render-only too: every input is checked, nothing made
 
 
 def _check_build_flags(args: argparse.Namespace, options: BuildOptions) -> None:

@@ -157,6 +157,10 @@ def _path(value: object, option: str) -> Path | None:
         return None
     if not str(value).strip():
         raise ConfigurationError(f"{option} is empty", fix=f"give {option} a path, or leave the option out")
+    if "\0" in str(value):
+        raise ConfigurationError(
+            f"{option} {str(value)!r} holds a NUL byte", fix=f"give {option} a real path"
+        )
     return Path(str(value))
 
 
@@ -166,8 +170,10 @@ def _paths(value: object) -> tuple[Path, ...]:
     if isinstance(value, str):
         return tuple(Path(v) for v in value.split(os.pathsep) if v)
     given = _as_tuple(value)
-    if any(not v.strip() for v in given):
-        raise ConfigurationError("a variant file option is empty", fix="give each -m/-e option a path")
+    if any(not v.strip() or "\0" in v for v in given):
+        raise ConfigurationError(
+            "a variant file option is empty or holds a NUL byte", fix="give each -m/-e option a real path"
+        )
     return tuple(Path(v) for v in given)
 
 
