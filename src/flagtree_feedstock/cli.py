@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -272,7 +272,8 @@ def _named_stdout(console: Console) -> Console:
         where = str(Path("/proc/self/fd/1").readlink())
     except OSError:
         where = ""
-    console.file = _NamedStream(console.file, f"standard output ({where})" if where else "standard output")  # type: ignore[arg-type]
+    name = f"standard output ({where})" if where else "standard output"
+    console.file = cast("TextIO", _NamedStream(console.file, name))  # it passes everything else through
     return console
 
 
