@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TextIO, cast
+from typing import IO, TextIO, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -247,7 +247,7 @@ class _NamedStream:
     """A stream whose write errors name it: a full disk or a closed pipe behind stdout is one line naming
     standard output (and the file it is), not an error without a path."""
 
-    def __init__(self, stream: TextIO, name: str) -> None:
+    def __init__(self, stream: IO[str], name: str) -> None:
         self._stream = stream
         self._name = name
 
