@@ -274,3 +274,31 @@ def test_the_largest_render_allowed_ends_within_a_second_of_sigterm(tmp_path: Pa
     took = time.monotonic() - sent
     assert process.returncode in (0, 128 + signal.SIGTERM), err  # 0: it had finished before the signal
     assert took < 1.0, f"{took:.2f} s after SIGTERM"
+
+
+def test_the_cross_builds_variants_file_renders_what_the_render_did(tmp_path: Path) -> None:
+    """A cross build's worker hands the engine one variants.yaml (``variants_yaml``) instead of the files: read
+    back as the engine reads it, it renders the same packages, zip_keys and python entries included."""
+    import rattler_build as rb  # noqa: PLC0415
+
+    from flagtree_feedstock.recipe.render import engine_variants, variants_yaml  # noqa: PLC0415
+
+    zipped = _file(
+        tmp_path,
+        "zipped.yaml",
+        'python: ["3.12", "3.13"]\nzip_keys: [c_compiler_version, cxx_compiler_version]\n'
+        'c_compiler_version: ["12", "13"]\ncxx_compiler_version: ["12", "13"]\n',
+    )
+    config = engine_variants((GLOBAL, OWN, zipped), recipe_dir=OWN.parent, target="linux-aarch64", build=None)
+    written = tmp_path / "variants.yaml"
+    written.write_text(variants_yaml(config))
+    platform = rb.PlatformConfig(target_platform="linux-aarch64")
+
+    def packages(variants: object) -> list[tuple[str, str]]:
+        rendered = rb.Stage0Recipe.from_file(OWN.parent / "recipe.yaml").render(
+            variant_config=variants, render_config=rb.RenderConfig(platform=platform)
+        )
+        return sorted({(v.recipe.package.name, str(v.recipe.build.string)) for v in rendered})
+
+    assert packages(rb.VariantConfig.from_file(written)) == packages(config)
+    assert len([name for name, _ in packages(config) if name == "flagtree-cpu"]) == 4  # 2 pythons x 2 zipped
