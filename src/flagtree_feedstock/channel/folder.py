@@ -6,6 +6,7 @@ import asyncio
 import bz2
 import json
 import logging
+import re
 import shlex
 import shutil
 import tarfile
@@ -391,6 +392,9 @@ def _check_readable_index(folder: Path, platform: PlatformName | None = None) ->
             ) from None
 
 
+_SUBDIR = re.compile(r"noarch|(linux|osx|win|emscripten|wasi|zos|freebsd)-[a-z0-9_]+")
+
+
 def _check_subdir(path: Path) -> None:
     """py-rattler's indexer files a package under the subdir it lies in, whatever its own ``info/index.json``
     says: a linux-aarch64 package in ``noarch/`` would be offered to every platform. Refuse it, naming both."""
@@ -400,7 +404,8 @@ def _check_subdir(path: Path) -> None:
     except (DamagedPackage, ValueError):
         return  # check_package names a damaged package
     subdir = record.get("subdir") if isinstance(record, dict) else None
-    if isinstance(subdir, str) and subdir != path.parent.name:
+    # Only a channel subdir's name is compared: the engine keeps packages whose test failed in `broken/`.
+    if isinstance(subdir, str) and _SUBDIR.fullmatch(path.parent.name) and subdir != path.parent.name:
         home = path.parent.parent / subdir
         raise ChannelError(
             f"{path} is a package for {subdir}, in the subdir {path.parent.name}/",
