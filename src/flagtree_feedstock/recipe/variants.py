@@ -332,8 +332,11 @@ def read_variant_text(path: Path) -> str:
         if test(mode):
             os.close(descriptor)
             raise ConfigurationError(f"variant file {path} is {kind}, not a file", fix=f"pass {instead}")
-    with os.fdopen(descriptor, "rb") as file:
-        data = file.read(MAX_VARIANT_FILE_BYTES + 1)
+    try:
+        with os.fdopen(descriptor, "rb") as file:
+            data = file.read(MAX_VARIANT_FILE_BYTES + 1)
+    except OSError as exc:  # an I/O error of the disk: named with the file
+        raise file_access_error(OSError(exc.errno, exc.strerror, str(path))) from None
     if len(data) > MAX_VARIANT_FILE_BYTES:
         raise ConfigurationError(
             f"variant file {path} is larger than {MAX_VARIANT_FILE_BYTES // 1024} KiB",
