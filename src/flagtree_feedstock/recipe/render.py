@@ -23,12 +23,12 @@ from .variants import (
     MergedVariants,
     check_variant_files,
     compiler_mismatches,
+    engine_text,
     ignored_note,
     merge_variants,
     read_variant_text,
     recipe_keys,
     template_variables,
-    without_flat_zip_keys,
 )
 
 # The variant keys that pin an upstream source; `--render-only` shows each with the packages that use it.
@@ -86,7 +86,7 @@ def engine_variants(
     loaded = []
     with tempfile.TemporaryDirectory(prefix="flagtree-variants-") as scratch:
         for index, path in enumerate(variant_files):
-            text, flat = without_flat_zip_keys(texts[path])
+            text, flat = engine_text(texts[path], keys.used)
             # The engine reads the text checked above, not the path again: the file may change in between.
             copy = Path(scratch) / f"{index}.yaml"
             copy.write_text(text, encoding="utf-8")

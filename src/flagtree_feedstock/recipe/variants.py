@@ -669,22 +669,32 @@ def compiler_mismatches(merged: MergedVariants) -> list[str]:
     ]
 
 
-def without_flat_zip_keys(text: str) -> tuple[str, list[list[str]]]:
-    """``text`` for the engine's reader, which takes only a list of lists as zip_keys: a flat list (one group,
-    as conda-build reads it) is cut out of the text and returned as that group. The text was checked by
-    :func:`parse_variant_text`."""
+def engine_text(text: str, used: frozenset[str]) -> tuple[str, list[list[str]]]:
+    """``text`` (checked by :func:`parse_variant_text`) for the engine's reader: the keys not in ``used`` are
+    cut out, whatever their values (the engine's reader refuses a scalar, as in conda-forge's
+    ``cdt_arch: armv7l``), and so is a flat ``zip_keys`` list, which that reader refuses too and conda-build
+    reads as one group: it is returned as that group."""
     import yaml  # noqa: PLC0415
 
     root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if not isinstance(root, yaml.MappingNode):
+    if not isinstance(root, yaml.MappingNode) or root.flow_style:  # `{...}` on one line: nothing to cut by lines
         return text, []
+    cuts = []
+    groups = []
     for key, value in root.value:
-        flat = isinstance(value, yaml.SequenceNode) and value.value
-        if (
+        flat = (
             key.value == "zip_keys"
-            and flat
+            and isinstance(value, yaml.SequenceNode)
             and all(isinstance(item, yaml.ScalarNode) for item in value.value)
-        ):
-            cut = text[: key.start_mark.index] + text[value.end_mark.index :]
-            return cut, [[str(item.value) for item in value.value]]
-    return text, []
+        )
+        if flat and value.value:
+            groups.append([str(item.value) for item in value.value])
+        if flat or (key.value not in used and key.value not in _STRUCTURE_KEYS):
+            end = value.end_mark.index
+            if value.end_mark.column:  # the rest of the value's last line: its selector comment
+                newline = text.find("\n", end)
+                end = len(text) if newline < 0 else newline + 1
+            cuts.append((key.start_mark.index, end))
+    for begin, end in reversed(cuts):
+        text = text[:begin] + text[end:]
+    return text, groups
