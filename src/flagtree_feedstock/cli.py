@@ -64,8 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a variant file added over the root conda_build_config.yaml and the recipe folder's own, as "
         "conda-build's and rattler-build's -m add (repeatable; later files win, a file given twice counts at "
-        'its last place): a file holding only python: ["3.12"] builds for 3.12 alone, one holding only '
-        "flagtree_commit moves that pin",
+        'its last place): a file holding only python: ["3.12"] builds for 3.12 alone (read, unlike conda-build, '
+        "as the matrix's 3.12 entry: the same package as --python 3.12), one holding only flagtree_commit moves "
+        "that pin",
     )
     build.add_argument(
         "-e",

@@ -677,7 +677,9 @@ def engine_text(text: str, used: frozenset[str]) -> tuple[str, list[list[str]]]:
     import yaml  # noqa: PLC0415
 
     root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if not isinstance(root, yaml.MappingNode) or root.flow_style:  # `{...}` on one line: nothing to cut by lines
+    if (
+        not isinstance(root, yaml.MappingNode) or root.flow_style
+    ):  # `{...}` on one line: nothing to cut by lines
         return text, []
     cuts = []
     groups = []
