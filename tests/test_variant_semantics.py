@@ -310,3 +310,32 @@ def test_the_cross_builds_variants_file_renders_what_the_render_did(tmp_path: Pa
 
     assert packages(rb.VariantConfig.from_file(written)) == packages(config)
     assert len([name for name, _ in packages(config) if name == "flagtree-cpu"]) == 4  # 2 pythons x 2 zipped
+
+
+_REPORT_PEAK = (
+    "import atexit, sys\n"
+    "def peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            sys.stderr.write('peak-kb ' + line.split()[1] + '\\n')\n"
+    "atexit.register(peak)\n"
+    "sys.argv = ['flagtree-feedstock', *sys.argv[1:]]\n"
+    "from flagtree_feedstock._entry import entrypoint\n"
+    "entrypoint()\n"
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc here")
+def test_issue_28s_5_mb_variant_file_is_refused_in_little_memory(tmp_path: Path) -> None:
+    """The child's own peak (VmHWM, which starts afresh at exec, so pytest's size cannot leak in): before the
+    bound the render grew to 7.3 GB on this file."""
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("python:\n" + '  - "3.12"\n' * 500_000)
+    done = subprocess.run(
+        [sys.executable, "-c", _REPORT_PEAK, "build", "--render-only", "-m", str(huge)],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "is larger than" in error_line(done.stderr)
+    peak = int(next(line for line in done.stderr.splitlines() if line.startswith("peak-kb ")).split()[1])
+    assert peak < 200 * 1024, f"{peak} kB"
