@@ -1,18 +1,21 @@
-"""The variant files, checked before the engine renders anything.
+"""The variant files, bounded and checked before the engine renders anything, and merged for it.
 
-The files are read in this order, as conda-build reads them, later files winning: the root one (the
-repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies; ``--exclusive-config-file``
-names another in its place, as conda-build's ``-e`` does), the recipe folder's own ``conda_build_config.yaml``
-(the feedstock's pins), then each ``--variant-config`` file, added over them as conda-build's and
-rattler-build's ``-m`` add: a file holding only ``python`` or only a pin changes that key alone.
+The files are read in this order, as conda-build reads them, later files winning: the root ones (the
+repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies; each
+``--exclusive-config-file`` names another in its place, as conda-build's repeatable ``-e`` does), the recipe
+folder's own ``conda_build_config.yaml`` (the feedstock's pins), then each ``--variant-config`` file, added over
+them as conda-build's and rattler-build's ``-m`` add: a file holding only ``python`` or only a pin changes that
+key alone. A file named twice counts once, at its last place.
 
-The check knows which keys the recipes use: the variables of ``recipe.yaml`` and ``meta.yaml`` (jinja2's
-parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names of build and host
-requirements (a variant key of that name pins the requirement). Every key must be one of them; every
-variable no engine defines must be set, unless the recipes read it only as ``name | default(...)``; a
-``python`` host requirement needs a non-empty ``python`` list; a
-``*_commit`` is a full git commit and a ``*_sha256`` a sha256. Each problem is one line naming the file,
-the line and the key, raised as one :class:`ConfigurationError`.
+Each file is untrusted input: a regular file, bounded in size and depth, without NUL bytes, read once
+(:func:`read_variant_text`). The check knows which keys the recipes use: the variables of ``recipe.yaml`` and
+``meta.yaml`` (jinja2's parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names
+of build and host requirements (a variant key of that name pins the requirement). Other keys are ignored, as
+conda-build ignores them (``strict``: refused); every variable no engine defines must be set, unless the recipes
+read it only as ``name | default(...)``; a ``python`` host requirement needs a non-empty ``python`` list; a
+``*_commit`` is a full git commit and a ``*_sha256`` a sha256; no value holds a line break. Each problem is one
+line naming the file, the line and the key, raised as one :class:`ConfigurationError`. :func:`merge_variants`
+then merges the files as conda-build does, into the one variant the engine sees.
 """
 
 from __future__ import annotations
