@@ -7,6 +7,7 @@ user, ACL and mount.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import tempfile
@@ -22,6 +23,10 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
     A file where the folder or one of its parents should be is named as such. Nothing is created.
     """
     try:
+        # A loop of links, a name too long, a parent not searchable: raised here, on any Python. A path not
+        # there yet is made later; a file on the way is named below.
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            path.stat()
         if path.exists() and not path.is_dir():
             raise ConfigurationError(
                 f"{option} {path} is a file, not a folder",
