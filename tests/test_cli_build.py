@@ -169,7 +169,7 @@ def test_render_table_is_not_wrapped_when_piped(recipe: str, tmp_path: Path) -> 
     recipe_dir = TOY if recipe == "toy" else ROOT / "recipe"
     matrix = render(
         recipe_dir / "recipe.yaml",
-        variant_files(recipe_dir, (TOY if recipe == "toy" else ROOT) / "conda_build_config.yaml"),
+        variant_files(recipe_dir, ((TOY if recipe == "toy" else ROOT) / "conda_build_config.yaml",)),
         target="linux-aarch64",
     )
     expected = {}

@@ -21,7 +21,7 @@ def _request(tmp_path: Path, tool: str = "conda-build", **extra: object) -> Cond
     return CondaBuildRequest(
         tool=tool,  # type: ignore[arg-type]
         recipe_dir=recipe,
-        exclusive_config_file=tmp_path / "conda_build_config.yaml",
+        exclusive_config_files=(tmp_path / "conda_build_config.yaml",),
         channel_dir=tmp_path / "channel",
         channels=("conda-forge",),
         target="linux-aarch64",
@@ -53,7 +53,7 @@ def test_command_line(tmp_path: Path, fake_tools: Path, tool: str, executable: s
         str(fake_tools / executable),
         str(request.recipe_dir),
         "-e",
-        str(request.exclusive_config_file),
+        str(request.exclusive_config_files[0]),
         "--output-folder",
         str(staging),
         "-c",

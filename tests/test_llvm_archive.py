@@ -507,7 +507,7 @@ def test_conda_build_reads_the_archive_s_variant_file_after_the_global_one(tmp_p
     request = conda_build.CondaBuildRequest(
         tool="conda-build",
         recipe_dir=tmp_path,
-        exclusive_config_file=Path("conda_build_config.yaml"),
+        exclusive_config_files=(Path("conda_build_config.yaml"),),
         variant_files=(Path("archive.yaml"),),
         channel_dir=tmp_path / "out",
         channels=("conda-forge",),

@@ -60,7 +60,7 @@ class Copy:
         path.write_text(before + text)
         return before.count("\n") + 1
 
-    def run(self, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    def run(self, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
         code = main(
             [
                 "build",
@@ -71,6 +71,7 @@ class Copy:
                 str(self.global_file),
                 "--target-platform",
                 "linux-aarch64",
+                *extra,
             ]
         )
         err = capsys.readouterr().err
@@ -79,9 +80,9 @@ class Copy:
         assert "Traceback" not in err
         return code, (errors[0] if errors else "")
 
-    def fails(self, capsys: pytest.CaptureFixture[str]) -> str:
+    def fails(self, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
         """The one error line of a run that must exit 2 (bad input)."""
-        code, line = self.run(capsys)
+        code, line = self.run(capsys, *extra)
         assert code == 2, line
         return line
 
@@ -104,7 +105,7 @@ def test_misspelt_key_names_the_file_line_and_the_key_meant(
     copy: Copy, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = copy.append(copy.own, 'sleef_comit:\n  - "93f04d869471ce4d007abaebb8c6a7bc62749f61"\n')
-    assert copy.fails(capsys) == (
+    assert copy.fails(capsys, "--strict") == (
         f"flagtree-feedstock: error: {copy.own}:{line}: unknown variant key sleef_comit "
         f"(fix: did you mean sleef_commit, which {copy.recipes} use?)"
     )
@@ -126,7 +127,7 @@ def test_a_key_set_twice_in_a_file_is_named_at_both_lines(
 
 def test_unknown_key_in_the_global_file(copy: Copy, capsys: pytest.CaptureFixture[str]) -> None:
     line = copy.append(copy.global_file, 'numpy:\n  - "2"\n')
-    assert copy.fails(capsys) == (
+    assert copy.fails(capsys, "--strict") == (
         f"flagtree-feedstock: error: {copy.global_file}:{line}: unknown variant key numpy "
         f"(fix: remove it: {copy.recipes} do not use it)"
     )
@@ -200,7 +201,7 @@ def test_pin_that_is_not_a_full_hash(
 def test_every_problem_is_reported_on_one_line(copy: Copy, capsys: pytest.CaptureFixture[str]) -> None:
     misspelt = copy.append(copy.own, 'llvm_comit:\n  - "a66376b0dc3b2ea8a84fda26faca287980986f78"\n')
     copy.edit(copy.own, 'sleef_commit:\n  - "93f04d869471ce4d007abaebb8c6a7bc62749f61"\n', "")
-    code, line = copy.run(capsys)
+    code, line = copy.run(capsys, "--strict")
     assert code == 2
     assert line == (
         f"flagtree-feedstock: error: {copy.own}:{misspelt - 2}: unknown variant key llvm_comit "
@@ -211,7 +212,7 @@ def test_every_problem_is_reported_on_one_line(copy: Copy, capsys: pytest.Captur
 
 
 def test_zip_keys_of_key_names(copy: Copy, capsys: pytest.CaptureFixture[str]) -> None:
-    line = copy.append(copy.global_file, "zip_keys:\n  - python\n")
+    line = copy.append(copy.global_file, "zip_keys:\n  - python\n  - [python_min]\n")
     assert copy.fails(capsys) == (
         f"flagtree-feedstock: error: {copy.global_file}:{line + 1}: zip_keys is not a list of lists of keys "
         "(fix: write each group of zipped keys as a list, e.g. - [c_compiler_version, cxx_compiler_version])"
@@ -457,6 +458,6 @@ def test_conda_build_gets_the_root_file_as_e_and_the_added_ones_as_m(
     argv += ["--exclusive-config-file", str(GLOBAL), "--variant-config", str(added)]
     assert main(argv) == 0
     (request,) = requests
-    assert (request.exclusive_config_file, request.variant_files) == (GLOBAL, (added,))
+    assert (request.exclusive_config_files, request.variant_files) == ((GLOBAL,), (added,))
     argv = conda_build.command(replace(request, recipe_dir=RECIPE_DIR), output_folder=tmp_path / "staging")
     assert argv[2:6] == ["-e", str(GLOBAL), "-m", str(added)]

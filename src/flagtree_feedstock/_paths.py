@@ -7,12 +7,13 @@ user, ACL and mount.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import tempfile
 from pathlib import Path
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, FileAccessError
 
 
 def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
@@ -22,6 +23,10 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
     A file where the folder or one of its parents should be is named as such. Nothing is created.
     """
     try:
+        # A loop of links, a name too long, a parent not searchable: raised here, on any Python. A path not
+        # there yet is made later; a file on the way is named below.
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            path.stat()
         if path.exists() and not path.is_dir():
             raise ConfigurationError(
                 f"{option} {path} is a file, not a folder",
@@ -31,10 +36,14 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
         ancestor = resolved.parent
         while not ancestor.exists():
             ancestor = ancestor.parent
-    except OSError as exc:
-        raise ConfigurationError(
+    except OSError as exc:  # a name too long, a loop of links: the file system refuses the path
+        raise FileAccessError(
             f"{option} {path} cannot be used: {exc.strerror or exc}",
             fix="choose a shorter path" if exc.errno == errno.ENAMETOOLONG else f"choose another {option}",
+        ) from None
+    except RuntimeError:  # Python before 3.13: pathlib's resolve() meets a loop of symbolic links
+        raise FileAccessError(
+            f"{option} {path} cannot be used: it is a loop of symbolic links", fix=f"choose another {option}"
         ) from None
     if not ancestor.is_dir():
         raise ConfigurationError(
@@ -50,7 +59,7 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
             probe_writable(folder)
         except OSError as exc:
             where = "" if folder == resolved else f" (it is made in {folder})" if not exists else ""
-            raise ConfigurationError(
+            raise FileAccessError(  # a permission, a read-only mount: the file system's answer, exit 10
                 f"{option} {path}{where}: cannot write in {folder}: {exc.strerror or exc}",
                 fix=f"choose another {option}, or make {folder} writable for you",
             ) from None

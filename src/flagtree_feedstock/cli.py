@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import IO, TextIO, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -65,15 +66,28 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         metavar="FILE",
         help="a variant file added over the root conda_build_config.yaml and the recipe folder's own, as "
-        "conda-build's and rattler-build's -m add (repeatable; later files win): a file holding only "
-        'python: ["3.12"] builds for 3.12 alone, one holding only flagtree_commit moves that pin',
+        "conda-build's and rattler-build's -m add (repeatable; later files win, a file given twice counts at "
+        'its last place): a file holding only python: ["3.12"] builds for 3.12 alone (read, unlike conda-build, '
+        "as the matrix's 3.12 entry: the same package as --python 3.12), one holding only flagtree_commit moves "
+        "that pin",
     )
     build.add_argument(
         "-e",
         "--exclusive-config-file",
+        dest="exclusive_config_files",
+        action="append",
         metavar="FILE",
-        help="the root variant file, read first [conda_build_config.yaml]; the recipe folder's own and the "
-        "--variant-config files are still read after it, as with conda-build's -e",
+        help="the root variant file, read first, in place of ./conda_build_config.yaml (repeatable: read in the "
+        "order given); the "
+        "recipe folder's own and the --variant-config files are still read after them, as with conda-build's "
+        "-e. Unlike conda-build, ~/conda_build_config.yaml is never read, and keys the recipes do not use are "
+        "ignored with a note (an error with --strict)",
+    )
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse variant keys the recipes do not use, and a C and a C++ compiler of different versions "
+        "(both are notes without it)",
     )
     build.add_argument("--target-platform", help=f"one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]")
     build.add_argument("--build-platform", help="this host's platform, to cross-build for another target")
@@ -242,7 +256,7 @@ def main(  # noqa: PLR0911 - a return per command
         return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)
     env = os.environ if env is None else env
-    out = console or new_console()
+    out = console or _named_stdout(new_console())
     err = new_console(stderr=True)
     _configure_logging(err)
     try:
@@ -263,6 +277,40 @@ def main(  # noqa: PLR0911 - a return per command
         return report_interrupt(interrupt)
 
 
+class _NamedStream:
+    """A stream whose write errors name it: a full disk or a closed pipe behind stdout is one line naming
+    standard output (and the file it is), not an error without a path."""
+
+    def __init__(self, stream: IO[str], name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(self._stream, attribute)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._name) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._name) from None
+
+
+def _named_stdout(console: Console) -> Console:
+    try:
+        where = str(Path("/proc/self/fd/1").readlink())
+    except OSError:
+        where = ""
+    name = f"standard output ({where})" if where else "standard output"
+    console.file = cast("TextIO", _NamedStream(console.file, name))  # it passes everything else through
+    return console
+
+
 def _configure_logging(err: Console) -> None:
     """Library code logs; the CLI prints those records on this call's stderr console."""
     LOGGER.handlers = [ConsoleHandler(err)]
@@ -277,7 +325,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     # host: a user on any machine learns that `--python 3.9` is wrong without adding --build-platform.
     options = from_cli(vars(args), env)
     _check_build_flags(args, options)
-    check_inputs(options, render_only=args.render_only)
+    check_inputs(options)
     err.print(f"{PROG} {__version__}, effective options (* = not the default):\n{options.summary()}")
     # --llvm-archive: checked before anything renders; its keys in a variant file read after the others.
     archive = llvm_archive.from_options(
@@ -289,17 +337,21 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         max_size=options.llvm_archive_max_size,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
-    given = variant_files(options.recipe_dir, options.exclusive_config_file, options.variant_configs)
+    given = variant_files(options.recipe_dir, options.exclusive_config_files, options.variant_configs)
     files = (*given, *archive_files)
     outputs = render(
         options.recipe_dir / "recipe.yaml",
         files,
         target=options.target_platform,
         build=options.build_platform,
+        strict=options.strict,
+        note=LOGGER.warning,
     )
     if archive is not None:
         # The fix names the file to raise c_stdlib_version in: the last one given, else the root one.
-        raise_in = options.variant_configs[-1] if options.variant_configs else options.exclusive_config_file
+        raise_in = (
+            options.variant_configs[-1] if options.variant_configs else options.exclusive_config_files[-1]
+        )
         llvm_archive.check_rendered(archive, outputs, variant_file=raise_in)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
@@ -324,7 +376,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
             CondaBuildRequest(
                 tool=options.tool,
                 recipe_dir=options.recipe_dir,
-                exclusive_config_file=options.exclusive_config_file,
+                exclusive_config_files=options.exclusive_config_files,
                 variant_files=(*options.variant_configs, *archive_files),
                 channel_dir=options.output_dir,
                 channels=options.channels,
@@ -337,7 +389,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     return 0
 
 
-def check_inputs(options: BuildOptions, *, render_only: bool) -> None:
+def check_inputs(options: BuildOptions) -> None:
     """The recipe folder, the channels and the output folder, each checked before anything renders or builds.
 
     The variant files (a file, UTF-8, every key and value) are checked by
@@ -349,8 +401,7 @@ def check_inputs(options: BuildOptions, *, render_only: bool) -> None:
             fix="pass --recipe-dir the folder that holds recipe.yaml",
         )
     check_channels(options.channels)
-    if not render_only:
-        check_output_dir(options.output_dir)
+    check_output_dir(options.output_dir)  # with --render-only too: every input is checked, nothing made
 
 
 def _check_build_flags(args: argparse.Namespace, options: BuildOptions) -> None:

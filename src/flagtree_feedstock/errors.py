@@ -16,19 +16,20 @@ class FeedstockError(ActionableError):
 
 
 class ConfigurationError(FeedstockError):
-    """Bad input: a variant file, an option, a recipe path."""
+    """Bad input, wrong on any machine: an option, a variant file (its file, line and key named), a recipe, a
+    path that names nothing or the wrong kind of file (a file where a folder belongs, a FIFO, an empty path)."""
 
     return_code = 2
 
 
 class NothingToDoError(FeedstockError):
-    """Every variant was skipped for the target platform."""
+    """Nothing to build: every variant is skipped for the target platform."""
 
     return_code = 3
 
 
 class ToolMissingError(FeedstockError):
-    """An external tool or optional Python dependency is not installed."""
+    """An external tool or an optional Python dependency is not installed (the line names what to install)."""
 
     return_code = 4
 
@@ -40,13 +41,14 @@ class PlatformError(FeedstockError):
 
 
 class SourceFetchError(FeedstockError):
-    """A recipe source could not be downloaded or checked."""
+    """A recipe source or an ``--llvm-archive`` could not be downloaded or checked."""
 
     return_code = 6
 
 
 class DependencyError(FeedstockError):
-    """The build or host environment could not be solved from the channels."""
+    """What was asked for cannot be solved from the channels: a build's build or host environment, the specs
+    of ``channel install``."""
 
     return_code = 7
 
@@ -58,19 +60,22 @@ class BuildFailedError(FeedstockError):
 
 
 class ChannelError(FeedstockError):
-    """A channel folder could not be indexed, solved from or installed from."""
+    """A channel's content: a damaged, misnamed, linked or misplaced package, a damaged or missing index, a
+    channel that cannot be reached, an upload the server refused."""
 
     return_code = 9
 
 
 class FolderBusyError(FeedstockError):
-    """Processes of an earlier build, whose command was killed, still run for the output folder."""
+    """Processes of an earlier build, whose command was killed, still run for the output folder (the line names
+    them and gives the ``kill`` command)."""
 
     return_code = 12
 
 
 class FileAccessError(FeedstockError):
-    """A file or folder could not be read or written: a permission, a path too long, a full disk."""
+    """The file system refused a path: a permission, a read-only mount, a name too long, a loop of links, a full
+    disk (standard output too); the line names the path."""
 
     return_code = 10
 
@@ -103,3 +108,23 @@ class UpstreamCheckError(FeedstockError):
     """A check of ``bump`` failed: the new upstream commit needs work by hand before it can be pinned."""
 
     return_code = 11
+
+
+def exit_status_table() -> str:
+    """docs/building.md's table of exit statuses, one row per class above (tests/test_exit_statuses.py keeps
+    the doc equal to it): each status has one meaning, in every command."""
+    classes = sorted(_subclasses(FeedstockError), key=lambda c: c.return_code)
+    rows = ["| exit | class | meaning |", "| --- | --- | --- |"]
+    for cls in classes:
+        meaning = " ".join((cls.__doc__ or "").split()).replace("``", "`")
+        rows.append(f"| {cls.return_code} | `{cls.__name__}` | {meaning} |")
+    return "\n".join(rows)
+
+
+def _subclasses(root: type[FeedstockError]) -> list[type[FeedstockError]]:
+    found = []
+    for cls in root.__subclasses__():
+        if "return_code" in vars(cls) and cls.__module__ == __name__:
+            found.append(cls)
+        found.extend(_subclasses(cls))
+    return found

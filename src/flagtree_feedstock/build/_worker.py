@@ -243,7 +243,7 @@ class _Forward:
 def _run(call: EngineCall, events: _Forward) -> None:
     import rattler_build as rb  # noqa: PLC0415 - the worker's only job
 
-    from flagtree_feedstock.recipe.render import render  # noqa: PLC0415
+    from flagtree_feedstock.recipe.render import engine_variants, render, variants_yaml  # noqa: PLC0415
 
     if call.mode == "variant":
         outputs = render(
@@ -270,7 +270,16 @@ def _run(call: EngineCall, events: _Forward) -> None:
             progress_callback=events if call.events else None,
         )
         return
-    with warnings.catch_warnings():
+    # The variant the main process rendered (the files merged and checked), not the files read again.
+    config = engine_variants(
+        tuple(Path(f) for f in call.variant_files),
+        recipe_dir=Path(call.recipe).parent,
+        target=call.target_platform,  # type: ignore[arg-type]
+        build=call.build_platform,  # type: ignore[arg-type]
+    )
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="flagtree-variants-") as scratch:
+        merged = Path(scratch) / "variants.yaml"
+        merged.write_text(variants_yaml(config), encoding="utf-8")
         # Deprecated in favour of run_build, which cannot build for a foreign target (see build.ForeignTarget).
         warnings.simplefilter("ignore", DeprecationWarning)
         rb.build_recipes(
@@ -279,7 +288,7 @@ def _run(call: EngineCall, events: _Forward) -> None:
             build_platform=call.build_platform,
             host_platform=call.target_platform,
             channel=list(call.channels),
-            variant_config=list(call.variant_files),
+            variant_config=[str(merged)],
             variant_overrides={"python": [call.python]} if call.python else None,
             up_to=call.up_to,
             skip_existing="local",

@@ -30,8 +30,8 @@ class CondaBuildRequest:
 
     tool: CondaTool
     recipe_dir: Path
-    # conda-build's -e: read first, in place of ~/ and the current folder's conda_build_config.yaml.
-    exclusive_config_file: Path
+    # conda-build's -e (each, in order): read first, in place of ~/ and the current folder's conda_build_config.yaml.
+    exclusive_config_files: tuple[Path, ...]
     channel_dir: Path
     channels: tuple[str, ...]
     target: PlatformName
@@ -48,7 +48,9 @@ def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
             f"{request.recipe_dir} has no meta.yaml", fix="pass --recipe-dir holding meta.yaml"
         )
     executable = _subprocess.which(_EXECUTABLES[request.tool], install_hint=_INSTALL_HINTS[request.tool])
-    argv = [executable, str(request.recipe_dir), "-e", str(request.exclusive_config_file)]
+    argv = [executable, str(request.recipe_dir)]
+    for root in request.exclusive_config_files:
+        argv += ["-e", str(root)]
     for added in request.variant_files:
         argv += ["-m", str(added)]
     argv += ["--output-folder", str(output_folder), "-c", output_folder.as_uri()]

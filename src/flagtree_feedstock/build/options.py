@@ -23,10 +23,10 @@ ENV_PREFIX = "FLAGTREE_FEEDSTOCK_"
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     recipe_dir: Path = Path("recipe")
-    # The root variant file (what conda-forge's global pinning supplies), read first; --exclusive-config-file
-    # names another one in its place, as conda-build's -e does. The recipe folder's own is read after it, then
-    # the --variant-config files, in order: later files win.
-    exclusive_config_file: Path = Path("conda_build_config.yaml")
+    # The root variant files (what conda-forge's global pinning supplies), read first; --exclusive-config-file
+    # (repeatable) names others in their place, as conda-build's -e does. The recipe folder's own is read after
+    # them, then the --variant-config files, in order: later files win (recipe.variants.variant_files).
+    exclusive_config_files: tuple[Path, ...] = (Path("conda_build_config.yaml"),)
     variant_configs: tuple[Path, ...] = ()
     target_platform: PlatformName = DEFAULT_TARGET
     build_platform: PlatformName | None = None
@@ -42,6 +42,9 @@ class BuildOptions:
     llvm_archive: str | None = None
     llvm_archive_sha256: str | None = None
     llvm_archive_max_size: str | None = None  # the most its download may take (llvm_archive.fetch's default)
+    # Variant keys the recipes do not use, and a C and a C++ compiler of different versions, are errors
+    # rather than notes (recipe.variants).
+    strict: bool = False
 
     def summary(self) -> str:
         """One line per option; those that differ from the defaults are marked with ``*``."""
@@ -70,7 +73,7 @@ def _parse_tool(value: str) -> Tool:
 # FLAGTREE_FEEDSTOCK_* variable is a typo, reported with the nearest name.
 ENV_OPTIONS: Mapping[str, str] = {
     "recipe_dir": "RECIPE_DIR",
-    "exclusive_config_file": "EXCLUSIVE_CONFIG_FILE",
+    "exclusive_config_files": "EXCLUSIVE_CONFIG_FILE",
     "variant_configs": "VARIANT_CONFIG",
     "target_platform": "TARGET_PLATFORM",
     "build_platform": "BUILD_PLATFORM",
@@ -115,7 +118,8 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         if given not in (None, (), []):
             return given
         old = ENV_OLD_NAMES.get(name)
-        return env.get(ENV_PREFIX + ENV_OPTIONS[name], env.get(ENV_PREFIX + old) if old else None)
+        # An empty variable counts as unset; an empty option on the command line is refused (_path).
+        return env.get(ENV_PREFIX + ENV_OPTIONS[name], env.get(ENV_PREFIX + old) if old else None) or None
 
     default = BuildOptions()
     target = pick("target_platform")
@@ -124,14 +128,14 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
     pythons = pick("pythons")
     tool = pick("tool")
     return BuildOptions(
-        recipe_dir=Path(str(pick("recipe_dir") or default.recipe_dir)),
-        exclusive_config_file=Path(str(pick("exclusive_config_file") or default.exclusive_config_file)),
+        recipe_dir=_path(pick("recipe_dir"), "--recipe-dir") or default.recipe_dir,
+        exclusive_config_files=_paths(pick("exclusive_config_files")) or default.exclusive_config_files,
         variant_configs=_paths(pick("variant_configs")),
         target_platform=parse_platform(str(target), option="--target-platform")
         if target
         else default.target_platform,
         build_platform=parse_platform(str(build), option="--build-platform") if build else None,
-        output_dir=Path(str(pick("output_dir") or default.output_dir)),
+        output_dir=_path(pick("output_dir"), "--output-dir") or default.output_dir,
         channels=_as_tuple(channels) or default.channels,
         pythons=_as_tuple(pythons),
         outputs=_as_tuple(pick("outputs")),
@@ -139,10 +143,25 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         test=not values.get("no_test"),
         keep_build=bool(values.get("keep_build")),
         force=bool(values.get("force")),
+        strict=bool(values.get("strict")),
         llvm_archive=str(pick("llvm_archive") or "") or None,
         llvm_archive_sha256=str(pick("llvm_archive_sha256") or "") or None,
         llvm_archive_max_size=str(pick("llvm_archive_max_size") or "") or None,
     )
+
+
+def _path(value: object, option: str) -> Path | None:
+    """A path option's value; ``None`` when not given. An empty one is refused: ``Path("")`` is the current
+    folder, never what was meant."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise ConfigurationError(f"{option} is empty", fix=f"give {option} a path, or leave the option out")
+    if "\0" in str(value):
+        raise ConfigurationError(
+            f"{option} {str(value)!r} holds a NUL byte", fix=f"give {option} a real path"
+        )
+    return Path(str(value))
 
 
 def _paths(value: object) -> tuple[Path, ...]:
@@ -150,7 +169,12 @@ def _paths(value: object) -> tuple[Path, ...]:
     a path may hold spaces and commas."""
     if isinstance(value, str):
         return tuple(Path(v) for v in value.split(os.pathsep) if v)
-    return tuple(Path(str(v)) for v in _as_tuple(value))
+    given = _as_tuple(value)
+    if any(not v.strip() or "\0" in v for v in given):
+        raise ConfigurationError(
+            "a variant file option is empty or holds a NUL byte", fix="give each -m/-e option a real path"
+        )
+    return tuple(Path(v) for v in given)
 
 
 def _as_tuple(value: object) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import bz2
 import logging
+import re
 import shlex
 import shutil
 import tarfile
@@ -21,7 +22,13 @@ from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock._processes import wait_for_idle_threads
-from flagtree_feedstock.errors import ChannelError, ConfigurationError
+from flagtree_feedstock.errors import (
+    ChannelError,
+    ConfigurationError,
+    DependencyError,
+    FeedstockError,
+    FileAccessError,
+)
 from flagtree_feedstock.platforms import PlatformName
 
 LOGGER = logging.getLogger(__name__)
@@ -129,6 +136,7 @@ def check_channels(channels: Sequence[str]) -> None:
             raise _not_a_channel(channel, folder)
         for package in package_files(folder):
             check_package(package)
+        _check_readable_index(folder)  # a damaged index would fail the build's first solve, late
 
 
 def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
@@ -294,12 +302,14 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
     if check:
         for package in packages:
             check_package(package)
+    for package in packages:
+        _check_subdir(package)
     # py-rattler's indexer, refused a write, can abort the interpreter as it exits: find out first.
     for folder in sorted({channel_dir, *(p.parent for p in packages)}):
         try:
             probe_writable(folder)
         except OSError as exc:
-            raise ChannelError(
+            raise FileAccessError(  # the file system's answer: exit 10, as for every command
                 f"cannot index {channel_dir}: cannot write in {folder}: {exc.strerror or exc}",
                 fix=f"make {folder} writable for you, or index a copy of the folder",
             ) from None
@@ -318,10 +328,12 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
     return sorted(channel_dir.glob("*/repodata.json"))
 
 
-def _not_indexed(channel_dir: Path) -> ChannelError:
+def _not_indexed(channel_dir: Path) -> FeedstockError:
     """Why ``channel_dir`` cannot be installed from; the fix suggests indexing only where that works."""
-    if not channel_dir.is_dir():
-        return ChannelError(f"channel folder {channel_dir} does not exist", fix=_build_into(channel_dir))
+    if not channel_dir.is_dir():  # a path that names nothing is bad input (2), as for `channel index`
+        return ConfigurationError(
+            f"channel folder {channel_dir} does not exist", fix=_build_into(channel_dir)
+        )
     if not package_files(channel_dir):
         return ChannelError(
             f"channel folder {channel_dir} holds no packages (*.conda, *.tar.bz2 in its subdirs)",
@@ -362,9 +374,14 @@ def _unreachable(exc: Exception, names: Sequence[str], channels: Sequence[Any]) 
     )
 
 
-def _check_readable_index(folder: Path, platform: PlatformName) -> None:
-    """A local channel's index that is not JSON is damaged, not unreachable: say so, and how to rewrite it."""
-    for subdir in (platform, "noarch"):
+def _check_readable_index(folder: Path, platform: PlatformName | None = None) -> None:
+    """A local channel's index that is not JSON is damaged, not unreachable: say so, and how to rewrite it
+    (``channel index`` rewrites it from the packages; with none it says so). ``platform``: its subdir and
+    noarch's; else every subdir's."""
+    subdirs = (
+        (platform, "noarch") if platform else sorted(p.parent.name for p in folder.glob("*/repodata.json"))
+    )
+    for subdir in subdirs:
         repodata = folder / subdir / "repodata.json"
         if not repodata.is_file():
             continue
@@ -373,15 +390,34 @@ def _check_readable_index(folder: Path, platform: PlatformName) -> None:
         except ValueError as exc:
             raise ChannelError(
                 f"the channel index {repodata} is damaged: {_first_line(exc)}",
-                fix=f"run: flagtree-feedstock channel index {_quoted(folder)}"
-                if package_files(folder)
-                else _build_into(folder),
+                fix=f"run: flagtree-feedstock channel index {_quoted(folder)}",
             ) from None
+
+
+_SUBDIR = re.compile(r"noarch|(linux|osx|win|emscripten|wasi|zos|freebsd)-[a-z0-9_]+")
+
+
+def _check_subdir(path: Path) -> None:
+    """py-rattler's indexer files a package under the subdir it lies in, whatever its own ``info/index.json``
+    says: a linux-aarch64 package in ``noarch/`` would be offered to every platform. Refuse it, naming both."""
+    try:
+        index = read_info(path, (INDEX,), whole=False).get(INDEX)
+        record = parse_json(index) if index is not None else None
+    except (DamagedPackage, ValueError):
+        return  # check_package names a damaged package
+    subdir = record.get("subdir") if isinstance(record, dict) else None
+    # Only a channel subdir's name is compared: the engine keeps packages whose test failed in `broken/`.
+    if isinstance(subdir, str) and _SUBDIR.fullmatch(path.parent.name) and subdir != path.parent.name:
+        home = path.parent.parent / subdir
+        raise ChannelError(
+            f"{path} is a package for {subdir}, in the subdir {path.parent.name}/",
+            fix=f"move it where it belongs: mkdir -p {_quoted(home)} && mv {_quoted(path)} {_quoted(home)}/",
+        )
 
 
 def _unsolvable(
     exc: Exception, channel_dir: Path, specs: Sequence[str], names: set[str], platform: PlatformName
-) -> ChannelError:
+) -> DependencyError:
     """A failed solve; when the folder holds the asked-for packages only for another platform, say which."""
     held: dict[str, set[str]] = {}
     for package in package_files(channel_dir):
@@ -391,11 +427,11 @@ def _unsolvable(
         subdir for subdir, found in held.items() if found & names and subdir not in (platform, "noarch")
     )
     if elsewhere and not names & here:
-        return ChannelError(
+        return DependencyError(  # what cannot be solved is 7, in every command (build's solve too)
             f"{channel_dir} holds {', '.join(sorted(names))} for {', '.join(elsewhere)}, not for {platform}",
             fix=f"pass --target-platform {elsewhere[0]}",
         )
-    return ChannelError(
+    return DependencyError(
         f"cannot solve {' '.join(specs)} from {channel_dir} for {platform}: {_first_line(exc)}",
         fix="check the package name and that its dependencies are in the channel or in --channel",
     )

@@ -6,8 +6,11 @@ line naming the file, the line and the expression, never its debug text.
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,17 @@ from flagtree_feedstock._engine import require
 from flagtree_feedstock.errors import ConfigurationError, NothingToDoError
 from flagtree_feedstock.platforms import PlatformName
 
-from .variants import check_variant_files, recipe_keys, template_variables
+from .variants import (
+    MergedVariants,
+    check_variant_files,
+    compiler_mismatches,
+    engine_text,
+    ignored_note,
+    merge_variants,
+    read_variant_text,
+    recipe_keys,
+    template_variables,
+)
 
 # The variant keys that pin an upstream source; `--render-only` shows each with the packages that use it.
 PIN_KEYS: tuple[str, ...] = ("llvm_commit", "flagtree_commit", "flagtree_cpu_commit", "sleef_commit")
@@ -42,20 +55,80 @@ class RenderedOutput:
         return (self.name, self.version, self.build_string)
 
 
-def _variant_config(variant_files: Sequence[Path], target: PlatformName, build: PlatformName | None) -> Any:  # noqa: ANN401 - rattler_build.VariantConfig
-    """The variant files merged in order (later files win), their `# [selector]`s evaluated for ``target``."""
+# The most variants the variant files may make of the keys the recipes use (the matrix is 4 today). The engine
+# expands them in Rust, holding the GIL, where no signal reaches Python, and its time grows faster than the
+# count (measured on 2 shared cores: 4 variants 0.08 s, 8 0.2 s, 16 0.6 s, 32 1.8 s, 256 50 s): the bound keeps
+# a render, and so an interrupt, well under a second (issue 28 item 7).
+MAX_VARIANTS = 8
+
+
+def engine_variants(
+    variant_files: Sequence[Path],
+    *,
+    recipe_dir: Path,
+    target: PlatformName,
+    build: PlatformName | None,
+    strict: bool = False,
+    note: Callable[[str], None] | None = None,
+) -> Any:  # noqa: ANN401 - rattler_build.VariantConfig
+    """The variant files, checked (:func:`.variants.check_variant_files`) and merged as conda-build merges them
+    (:func:`.variants.merge_variants`), their `# [selector]`s evaluated for ``target``: the one variant config
+    the engine sees, whichever route (defaults, ``-e``, ``-m``) named the values.
+
+    Keys the recipes do not use are ignored with one ``note``, a C and a C++ compiler of different versions is
+    a ``note`` too; with ``strict`` both are errors.
+    """
     rb = require("rattler_build", "py-rattler-build")
+    keys = recipe_keys(recipe_dir)
+    texts = {path: read_variant_text(path) for path in variant_files}
+    ignored = check_variant_files(variant_files, keys, strict=strict, texts=texts)
     jinja = rb.JinjaConfig(platform=rb.PlatformConfig(target_platform=target, build_platform=build))
-    merged = rb.VariantConfig({})
-    for path in variant_files:
-        try:
-            merged = merged.merge(rb.VariantConfig.from_conda_build_config(path, jinja))
-        except rb.RattlerBuildError as exc:
-            raise ConfigurationError(
-                f"variant file {path} is not a valid conda_build_config.yaml: {_engine_message(exc)}",
-                fix="correct the YAML (every key maps to a list of values)",
-            ) from None
-    return merged
+    loaded = []
+    with tempfile.TemporaryDirectory(prefix="flagtree-variants-") as scratch:
+        for index, path in enumerate(variant_files):
+            text, flat = engine_text(texts[path], keys.used)
+            # The engine reads the text checked above, not the path again: the file may change in between.
+            copy = Path(scratch) / f"{index}.yaml"
+            copy.write_text(text, encoding="utf-8")
+            try:
+                config = rb.VariantConfig.from_conda_build_config(copy, jinja)
+            except rb.RattlerBuildError as exc:
+                raise ConfigurationError(
+                    f"variant file {path} is not a valid conda_build_config.yaml: {_engine_message(exc)}",
+                    fix="correct the YAML (every key maps to a list of values)",
+                ) from None
+            loaded.append((path, config.to_dict(), [*(config.zip_keys or []), *flat]))
+    merged = merge_variants(loaded, keys)
+    if ignored and note is not None:
+        note(ignored_note(ignored, keys))
+    for mismatch in compiler_mismatches(merged):
+        if strict:
+            raise ConfigurationError(mismatch, fix="set c_compiler_version and cxx_compiler_version alike")
+        if note is not None:
+            note(f"{mismatch} (--strict makes this an error)")
+    count = _variant_count(merged)
+    if count > MAX_VARIANTS:
+        raise ConfigurationError(
+            f"the variant files make {count} variants, more than {MAX_VARIANTS}",
+            fix="give the keys fewer values, or zip them (zip_keys)",
+        )
+    return rb.VariantConfig(dict(merged.values), zip_keys=merged.zip_keys or None)
+
+
+def _variant_count(merged: MergedVariants) -> int:
+    """How many variants the merged keys make at most: a zip_keys group counts once."""
+    zipped = {name for group in merged.zip_keys for name in group}
+    count = math.prod(len(merged.values[group[0]]) for group in merged.zip_keys)
+    return count * math.prod(len(v) for name, v in merged.values.items() if name not in zipped)
+
+
+def variants_yaml(config: Any) -> str:  # noqa: ANN401 - rattler_build.VariantConfig
+    """``config`` as a variants.yaml text (JSON, which YAML reads), for the engine's entries that take files
+    (``build_recipes``): they then see the variant :func:`engine_variants` made, not the files again."""
+    document: dict[str, object] = dict(config.to_dict())
+    if config.zip_keys:
+        document["zip_keys"] = config.zip_keys
+    return json.dumps(document, indent=1)
 
 
 def render(
@@ -64,19 +137,22 @@ def render(
     *,
     target: PlatformName,
     build: PlatformName | None = None,
+    strict: bool = False,
+    note: Callable[[str], None] | None = None,
 ) -> list[RenderedOutput]:
     """Render every output of every variant of ``recipe`` for ``target``; no network is used.
 
-    ``variant_files`` are checked against the variables of the recipes beside ``recipe`` before the engine
-    sees them (:func:`.variants.check_variant_files`).
+    ``variant_files`` are checked against the variables of the recipes beside ``recipe`` and merged before the
+    engine sees them (:func:`engine_variants`).
     """
     rb = require("rattler_build", "py-rattler-build")
     if not recipe.is_file():
         raise ConfigurationError(
             f"recipe {recipe} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
         )
-    check_variant_files(variant_files, recipe_keys(recipe.parent))
-    variants = _variant_config(variant_files, target, build)
+    variants = engine_variants(
+        variant_files, recipe_dir=recipe.parent, target=target, build=build, strict=strict, note=note
+    )
     try:
         stage0 = rb.Stage0Recipe.from_file(recipe)
         rendered = stage0.render(

@@ -1,31 +1,36 @@
-"""The variant files, checked before the engine renders anything.
+"""The variant files, bounded and checked before the engine renders anything, and merged for it.
 
-The files are read in this order, as conda-build reads them, later files winning: the root one (the
-repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies; ``--exclusive-config-file``
-names another in its place, as conda-build's ``-e`` does), the recipe folder's own ``conda_build_config.yaml``
-(the feedstock's pins), then each ``--variant-config`` file, added over them as conda-build's and
-rattler-build's ``-m`` add: a file holding only ``python`` or only a pin changes that key alone.
+The files are read in this order, as conda-build reads them, later files winning: the root ones (the
+repository's ``conda_build_config.yaml``: what conda-forge's global pinning supplies; each
+``--exclusive-config-file`` names another in its place, as conda-build's repeatable ``-e`` does), the recipe
+folder's own ``conda_build_config.yaml`` (the feedstock's pins), then each ``--variant-config`` file, added over
+them as conda-build's and rattler-build's ``-m`` add: a file holding only ``python`` or only a pin changes that
+key alone. A file named twice counts once, at its last place.
 
-The check knows which keys the recipes use: the variables of ``recipe.yaml`` and ``meta.yaml`` (jinja2's
-parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names of build and host
-requirements (a variant key of that name pins the requirement). Every key must be one of them; every
-variable no engine defines must be set, unless the recipes read it only as ``name | default(...)``; a
-``python`` host requirement needs a non-empty ``python`` list; a
-``*_commit`` is a full git commit and a ``*_sha256`` a sha256. Each problem is one line naming the file,
-the line and the key, raised as one :class:`ConfigurationError`.
+Each file is untrusted input: a regular file, bounded in size and depth, without NUL bytes, read once
+(:func:`read_variant_text`). The check knows which keys the recipes use: the variables of ``recipe.yaml`` and
+``meta.yaml`` (jinja2's parser over their expressions), the keys ``compiler()``/``stdlib()`` read, and the names
+of build and host requirements (a variant key of that name pins the requirement). Other keys are ignored, as
+conda-build ignores them (``strict``: refused); every variable no engine defines must be set, unless the recipes
+read it only as ``name | default(...)``; a ``python`` host requirement needs a non-empty ``python`` list; a
+``*_commit`` is a full git commit and a ``*_sha256`` a sha256; no value holds a line break. Each problem is one
+line naming the file, the line and the key, raised as one :class:`ConfigurationError`. :func:`merge_variants`
+then merges the files as conda-build does, into the one variant the engine sees.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.errors import ConfigurationError, file_access_error
 
 VARIANT_FILE = "conda_build_config.yaml"
 
@@ -61,19 +66,26 @@ _WHICH_FILES = (
 _PYTHON_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(\.\*)?( +[^ ]+)?")
 
 
-def variant_files(recipe_dir: Path, root_file: Path, added: Sequence[Path] = ()) -> tuple[Path, ...]:
-    """The variant files a build reads, in order: ``root_file``, ``recipe_dir``'s own one when it exists, then
-    the ``added`` ones; a file named twice is read once, where it first comes."""
-    files: list[Path] = []
+def variant_files(
+    recipe_dir: Path, root_files: Sequence[Path], added: Sequence[Path] = ()
+) -> tuple[Path, ...]:
+    """The variant files a build reads, in conda-build's order: the ``root_files`` (``-e``, in the order given),
+    ``recipe_dir``'s own one when it exists, then the ``added`` ones (``-m``); a file named twice is read once,
+    at its last place, as conda-build reads it."""
     own = recipe_dir / VARIANT_FILE
-    for path in (root_file, *((own,) if own.is_file() else ()), *added):
-        if not any(_same(path, seen) for seen in files):
-            files.append(path)
-    return tuple(files)
+    given = [*root_files, *((own,) if own.is_file() else ()), *added]
+    return tuple(
+        path
+        for index, path in enumerate(given)
+        if not any(_same(path, later) for later in given[index + 1 :])
+    )
 
 
 def _same(one: Path, other: Path) -> bool:
-    return one == other or (one.exists() and other.exists() and one.samefile(other))
+    try:
+        return one == other or (one.exists() and other.exists() and one.samefile(other))
+    except OSError:  # a loop of links, a name too long: read_variant_file names the path
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,39 +260,140 @@ class Entry:
     shown: tuple[str, ...] = ()
 
 
-def check_variant_files(files: Sequence[Path], keys: RecipeKeys) -> None:
-    """Raise one :class:`ConfigurationError` listing every problem of ``files`` for recipes using ``keys``."""
+# Bounds on a variant file, checked before YAML or the engine reads it: conda-forge's whole global pinning is
+# about 20 KB and 4 levels deep; a larger or deeper file is refused, not parsed (issue 28 item 7).
+MAX_VARIANT_FILE_BYTES = 256 * 1024
+MAX_VARIANT_DEPTH = 16
+# The longest value: a sha256 is 64 characters, a python entry 20; a value of a megabyte costs the render seconds.
+MAX_VALUE_CHARS = 256
+# A value holding a line break would split the lines of the engine's build scripts and of `--render-only`.
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def check_variant_files(
+    files: Sequence[Path], keys: RecipeKeys, *, strict: bool = False, texts: Mapping[Path, str] | None = None
+) -> tuple[str, ...]:
+    """Raise one :class:`ConfigurationError` listing every problem of ``files`` for recipes using ``keys``.
+
+    Keys the recipes do not use are returned, sorted: conda-build ignores them (conda-forge's global pinning
+    sets hundreds), and so does the render; with ``strict`` they are problems. ``texts`` holds each file's
+    text when the caller has read it (:func:`read_variant_text`).
+    """
     entries: dict[str, list[Entry]] = {}
     for path in files:
-        for name, entry in read_variant_file(path).items():
+        text = texts[path] if texts is not None and path in texts else read_variant_text(path)
+        for name, entry in parse_variant_text(path, text).items():
             entries.setdefault(name, []).append(entry)
-    problems = [*_unknown(entries, keys), *_missing(entries, keys, files), *_values(entries)]
+    unknown = [*_unknown(entries, keys)]
+    used = {name: found for name, found in entries.items() if name in keys.used}  # the others are not read
+    problems = [*(unknown if strict else ()), *_missing(entries, keys, files), *_values(used)]
     if problems:
         raise ConfigurationError("; ".join(str(p) for p in problems))
+    return tuple(sorted(name for name in entries if name not in keys.used))
 
 
 def read_variant_file(path: Path) -> dict[str, Entry]:
     """Each key of the variant file ``path`` with its line and values; a problem of the file as a whole (not
-    there, not UTF-8, not YAML, not a mapping, a key set twice) is one :class:`ConfigurationError` naming it."""
-    import yaml  # noqa: PLC0415
+    there, not a regular file, too large or too deep, not UTF-8, not YAML, not a mapping, a key set twice) is
+    one :class:`ConfigurationError` naming it."""
+    return parse_variant_text(path, read_variant_text(path))
 
-    if path.is_dir():
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder", "the path of a conda_build_config.yaml, not of a folder"),
+    (stat.S_ISFIFO, "a pipe (FIFO)", "a regular file: save what the pipe gives to a file first"),
+    (stat.S_ISSOCK, "a socket", "the path of a regular file"),
+    (stat.S_ISCHR, "a character device", "the path of a regular file"),
+    (stat.S_ISBLK, "a block device", "the path of a regular file"),
+)
+
+
+def read_variant_text(path: Path) -> str:
+    """The text of the variant file ``path``: a regular file of at most :data:`MAX_VARIANT_FILE_BYTES`, UTF-8,
+    without NUL bytes, nested at most :data:`MAX_VARIANT_DEPTH` deep; anything else is one
+    :class:`ConfigurationError` naming the file. Read once, without blocking on a pipe."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"variant file {path} does not exist", fix=f"correct the path ({_WHICH_FILES})"
+        ) from None
+    except IsADirectoryError:
         raise ConfigurationError(
             f"variant file {path} is a folder, not a file",
             fix="pass the path of a conda_build_config.yaml, not of a folder",
-        )
-    if not path.is_file():
+        ) from None
+    except NotADirectoryError:
         raise ConfigurationError(
-            f"variant file {path} does not exist",
+            f"variant file {path} does not exist: a part of its path is a file, not a folder",
             fix=f"correct the path ({_WHICH_FILES})",
-        )
+        ) from None
+    except OSError as exc:  # a permission, a loop of links, a name too long: the path and the fix
+        raise file_access_error(exc) from None
+    mode = os.fstat(descriptor).st_mode
+    for test, kind, instead in _KINDS:
+        if test(mode):
+            os.close(descriptor)
+            raise ConfigurationError(f"variant file {path} is {kind}, not a file", fix=f"pass {instead}")
     try:
-        root = yaml.compose(read_utf8(path, "variant file"))
+        with os.fdopen(descriptor, "rb") as file:
+            data = file.read(MAX_VARIANT_FILE_BYTES + 1)
+    except OSError as exc:  # an I/O error of the disk: named with the file
+        raise file_access_error(OSError(exc.errno, exc.strerror, str(path))) from None
+    if len(data) > MAX_VARIANT_FILE_BYTES:
+        raise ConfigurationError(
+            f"variant file {path} is larger than {MAX_VARIANT_FILE_BYTES // 1024} KiB",
+            fix="a variant file holds a few lists of values: pass the right file, or split it",
+        )
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data[:nul].count(b"\n") + 1
+        raise ConfigurationError(
+            f"variant file {path} holds a NUL byte at offset {nul} (line {line})",
+            fix=f"save {path.name} as UTF-8 text",
+        )
+    text = _decode(path, data, "variant file")
+    _check_depth(path, text)
+    return text
+
+
+def _check_depth(path: Path, text: str) -> None:
+    """Refuse YAML nested deeper than :data:`MAX_VARIANT_DEPTH`, before a recursive reader sees it."""
+    import yaml  # noqa: PLC0415
+
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_VARIANT_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else 0
+                    raise ConfigurationError(
+                        f"variant file {path} is nested deeper than {MAX_VARIANT_DEPTH} levels at line {line}",
+                        fix="a variant file maps keys to lists of values: correct the YAML there",
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # parse_variant_text reports it, with its line
+
+
+def parse_variant_text(path: Path, text: str) -> dict[str, Entry]:
+    """Each key of the variant file ``path`` (whose text is ``text``) with its line and values."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigurationError(
             f"variant file {path} is not a valid conda_build_config.yaml: {exc.problem or exc.context}{where}",
+            fix="correct the YAML (every key maps to a list of values)",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(
+            f"variant file {path} is not a valid conda_build_config.yaml: {str(exc).splitlines()[0]}",
             fix="correct the YAML (every key maps to a list of values)",
         ) from None
     if root is None:
@@ -313,7 +426,10 @@ def read_variant_file(path: Path) -> dict[str, Entry]:
 
 def read_utf8(path: Path, what: str) -> str:
     """The text of ``path``; bytes that are not UTF-8 are one error naming the file, the offset and the line."""
-    data = path.read_bytes()
+    return _decode(path, path.read_bytes(), what)
+
+
+def _decode(path: Path, data: bytes, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -364,6 +480,24 @@ def _unknown(entries: Mapping[str, list[Entry]], keys: RecipeKeys) -> Iterator[C
             yield ConfigurationError(f"{entry.file}:{entry.line}: unknown variant key {name}", fix=fix)
 
 
+def ignored_note(ignored: Sequence[str], keys: RecipeKeys, most: int = 5) -> str:
+    """One line for the keys the render ignores: how many, the first few, and any that look misspelt."""
+    shown = [repr(n) if not n.isprintable() else n for n in ignored[:most]]
+    more = f" and {len(ignored) - most} more" if len(ignored) > most else ""
+    # A misspelling: close, and about as long (conda-forge's cuda_compiler_version is not c_compiler_version).
+    near = [
+        f"{name}: did you mean {close[0]}?"
+        for name in ignored
+        if (close := difflib.get_close_matches(name, sorted(keys.used - _STRUCTURE_KEYS), n=1, cutoff=0.9))
+        and abs(len(close[0]) - len(name)) <= 1  # a letter
+    ]
+    return (
+        f"ignored {len(ignored)} variant key(s) the recipes do not use ({', '.join(shown)}{more})"
+        + (f"; {'; '.join(near[:most])}" if near else "")
+        + "; --strict refuses them"
+    )
+
+
 def _expected(name: str) -> str:
     for suffix, (_, what) in _HEX.items():
         if name.endswith(suffix):
@@ -388,8 +522,9 @@ def _missing(
 
 def _values(entries: Mapping[str, list[Entry]]) -> Iterator[ConfigurationError]:
     for entry in entries.get("zip_keys", []):
+        # A list of lists of keys, or (as conda-build takes it) one flat list of keys: one group.
         scalars = [line for value, line in entry.values if value is not None]
-        if scalars or not entry.is_list:
+        if (scalars and len(scalars) != len(entry.values)) or not entry.is_list:
             yield ConfigurationError(
                 f"{entry.file}:{scalars[0] if scalars else entry.line}: zip_keys is not a list of lists of keys",
                 fix="write each group of zipped keys as a list, e.g. - [c_compiler_version, cxx_compiler_version]",
@@ -422,7 +557,17 @@ def _entry_values(name: str, entry: Entry) -> Iterator[ConfigurationError]:
                 )
         if hexes:
             continue
-        if name in _PYTHON_KEYS:
+        if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+            yield ConfigurationError(
+                f"{entry.file}:{line}: {name} entry is {len(value)} characters long, more than {MAX_VALUE_CHARS}",
+                fix=f"give {name} a value of at most {MAX_VALUE_CHARS} characters",
+            )
+        elif isinstance(value, str) and _LINE_BREAK.search(value):
+            yield ConfigurationError(
+                f"{entry.file}:{line}: {name} entry {shown} holds a line break",
+                fix=f"write each {name} entry on one line (a YAML | or > block, or \\n in quotes, makes one)",
+            )
+        elif name in _PYTHON_KEYS:
             if not (isinstance(value, str) and _PYTHON_VERSION.fullmatch(value)):
                 yield ConfigurationError(
                     f"{entry.file}:{line}: {name} entry {shown} is not a python version",
@@ -447,3 +592,114 @@ def near_miss(value: object, digits: int) -> str:
         return "it has upper-case letters (write it in lower case)"
     other = {40: "a git commit", 64: "a sha256"}.get(len(value))
     return f"it has {len(value)} hex digits" + (f", the length of {other}" if other else "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergedVariants:
+    """The variant files merged as conda-build merges them: what the engine renders, whatever the route."""
+
+    values: Mapping[str, list[object]]
+    zip_keys: list[list[str]]
+    # The file that set each key (the last one to set it).
+    origin: Mapping[str, Path]
+
+
+# A python entry given as a bare version ("3.12"), read as the matrix entry of that version when an earlier file
+# has one ("3.12.* *_cpython"): `-m`, `-e` and `--python` then render one variant, so one build string.
+_BARE_VERSION = re.compile(r"[0-9]+\.[0-9]+")
+
+
+def merge_variants(
+    loaded: Sequence[tuple[Path, Mapping[str, list[object]], Sequence[Sequence[str]]]], keys: RecipeKeys
+) -> MergedVariants:
+    """Merge each file's (values, zip_keys), in order, as conda-build does: a later file's key replaces the
+    earlier value; zip_keys groups add up, a later group replacing those it overlaps. Keys the recipes do not
+    use are left out, of the values and of the groups, so they can neither change a hash nor break a zip."""
+    values: dict[str, list[object]] = {}
+    origin: dict[str, Path] = {}
+    groups: list[tuple[list[str], Path]] = []
+    for path, file_values, file_groups in loaded:
+        for name, given in file_values.items():
+            if name not in keys.used or name in _STRUCTURE_KEYS:
+                continue
+            before = values.get(name, []) if name in _PYTHON_KEYS else []
+            values[name] = [_matrix_entry(value, before) for value in given]
+            origin[name] = path
+        for group in file_groups:
+            names = list(dict.fromkeys(group))
+            groups = [(g, source) for g, source in groups if not set(g) & set(names)]
+            groups.append((names, path))
+    zipped = []
+    for group, source in groups:
+        present = [name for name in group if name in values]
+        if len(present) < 2:  # a group of one zips nothing
+            continue
+        lengths = {name: len(values[name]) for name in present}
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"{name} has {n} (from {origin[name]})" for name, n in lengths.items())
+            raise ConfigurationError(
+                f"the zip_keys group [{', '.join(present)}] of {source} zips lists of different lengths: {shown}",
+                fix="give every key of that group the same number of values, e.g. set them together in one "
+                "variant file",
+            )
+        zipped.append(present)
+    return MergedVariants(values=values, zip_keys=zipped, origin=origin)
+
+
+def _matrix_entry(value: object, before: Sequence[object]) -> object:
+    if not (isinstance(value, str) and _BARE_VERSION.fullmatch(value)):
+        return value
+    same = [
+        entry for entry in before if isinstance(entry, str) and entry.split()[0].removesuffix(".*") == value
+    ]
+    return same[0] if len(same) == 1 else value
+
+
+def compiler_mismatches(merged: MergedVariants) -> list[str]:
+    """A C and a C++ compiler version that would build one package together but differ, one line each."""
+    c, cxx = (merged.values.get(f"{lang}_compiler_version") for lang in ("c", "cxx"))
+    if not c or not cxx:
+        return []
+    together = any({"c_compiler_version", "cxx_compiler_version"} <= set(g) for g in merged.zip_keys)
+    pairs = zip(c, cxx, strict=True) if together else ((a, b) for a in c for b in cxx)
+    names = [str(merged.values.get(f"{lang}_compiler", [lang])[0]) for lang in ("c", "cxx")]
+    return [
+        f"c_compiler_version {a} (from {merged.origin['c_compiler_version']}) and cxx_compiler_version {b} "
+        f"(from {merged.origin['cxx_compiler_version']}) differ: {names[0]} {a} would build the C code and "
+        f"{names[1]} {b} the C++ code of one package"
+        for a, b in dict.fromkeys(pairs)
+        if str(a) != str(b)
+    ]
+
+
+def engine_text(text: str, used: frozenset[str]) -> tuple[str, list[list[str]]]:
+    """``text`` (checked by :func:`parse_variant_text`) for the engine's reader: the keys not in ``used`` are
+    cut out, whatever their values (the engine's reader refuses a scalar, as in conda-forge's
+    ``cdt_arch: armv7l``), and so is a flat ``zip_keys`` list, which that reader refuses too and conda-build
+    reads as one group: it is returned as that group."""
+    import yaml  # noqa: PLC0415
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if (
+        not isinstance(root, yaml.MappingNode) or root.flow_style
+    ):  # `{...}` on one line: nothing to cut by lines
+        return text, []
+    cuts = []
+    groups = []
+    for key, value in root.value:
+        flat = (
+            key.value == "zip_keys"
+            and isinstance(value, yaml.SequenceNode)
+            and all(isinstance(item, yaml.ScalarNode) for item in value.value)
+        )
+        if flat and value.value:
+            groups.append([str(item.value) for item in value.value])
+        if flat or (key.value not in used and key.value not in _STRUCTURE_KEYS):
+            end = value.end_mark.index
+            if value.end_mark.column:  # the rest of the value's last line: its selector comment
+                newline = text.find("\n", end)
+                end = len(text) if newline < 0 else newline + 1
+            cuts.append((key.start_mark.index, end))
+    for begin, end in reversed(cuts):
+        text = text[:begin] + text[end:]
+    return text, groups
