@@ -25,6 +25,7 @@ HELPERS = frozenset(
         "_processes",
         "_progress",
         "_subprocess",
+        "_tar_stream",
     }
 )
 CLI = frozenset({"cli", "_entry", "__main__", "__init__"})

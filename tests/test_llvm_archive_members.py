@@ -92,12 +92,12 @@ BAD_MEMBERS: dict[str, tuple[list[Member], str, str]] = {
     "hardlink-out": (
         [{"name": f"{TOP}/lib/h", "type": tarfile.LNKTYPE, "linkname": "etc/passwd"}],
         f"{TOP}/lib/h",
-        f"a hard link to etc/passwd, outside {TOP}/",
+        "a hard link to 'etc/passwd', which is no earlier file of the archive",
     ),
     "hardlink-dotdot": (
         [{"name": f"{TOP}/lib/h", "type": tarfile.LNKTYPE, "linkname": f"{TOP}/../etc/passwd"}],
         f"{TOP}/lib/h",
-        f"a hard link to {TOP}/../etc/passwd, outside the archive's folder",
+        f"a hard link to '{TOP}/../etc/passwd', outside the archive's folder",
     ),
     "fifo": ([{"name": f"{TOP}/lib/pipe", "type": tarfile.FIFOTYPE}], f"{TOP}/lib/pipe", "a FIFO"),
     "char-device": (
