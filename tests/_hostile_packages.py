@@ -139,12 +139,9 @@ def tar_bz2(parts: Iterable[Part]) -> bytes:
     return b"".join([*out, compressor.flush()])
 
 
-def zstd(parts: Iterable[Part], *, window_log: int | None = None) -> bytes:
-    """The tar of ``parts`` as one zstd frame (``window_log``: the window it declares)."""
-    settings: dict[str, int] = {"write_content_size": 0}
-    if window_log is not None:
-        settings["window_log"] = window_log
-    params = zstandard.ZstdCompressionParameters.from_level(3, **settings)
+def zstd(parts: Iterable[Part]) -> bytes:
+    """The tar of ``parts`` as one zstd frame, which does not declare its size (as a stream writer's)."""
+    params = zstandard.ZstdCompressionParameters.from_level(3, write_content_size=0)
     out = io.BytesIO()
     compressor = zstandard.ZstdCompressor(compression_params=params)
     with compressor.stream_writer(out, closefd=False) as writer:
@@ -153,12 +150,13 @@ def zstd(parts: Iterable[Part], *, window_log: int | None = None) -> bytes:
     return out.getvalue()
 
 
-def conda(info: Iterable[Part], pkg: Iterable[Part], *, window_log: int | None = None) -> bytes:
-    """A ``.conda`` file: metadata.json and the two zstd tars (stored, as conda's writers store them)."""
+def conda(info: Iterable[Part], pkg: Iterable[Part] | bytes) -> bytes:
+    """A ``.conda`` file: metadata.json and the two zstd tars (stored, as conda's writers store them); ``pkg``
+    may be the pkg tar's zstd frame itself."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-        archive.writestr(f"pkg-{STEM}.tar.zst", zstd(pkg, window_log=window_log))
+        archive.writestr(f"pkg-{STEM}.tar.zst", pkg if isinstance(pkg, bytes) else zstd(pkg))
         archive.writestr(f"info-{STEM}.tar.zst", zstd(info))
     return out.getvalue()
 

@@ -205,13 +205,17 @@ BAD_PACKAGES: dict[str, tuple[list[Part], str]] = {
             *pax({"path": "lib/seen-by-rust"}),
             *member("lib/x", b""),
         ],
-        "member 'lib/seen-by-rust' has both a PAX path and a GNU long name ('lib/seen-by-tarfile'): readers take "
-        "different ones",
+        (
+            "member 'lib/seen-by-rust' has both a PAX path and a GNU long name ('lib/seen-by-tarfile'): readers "
+            "take different ones"
+        ),
     ),
     "index-json-twice": (
         [*info_members(), *member("info/index.json", json.dumps(INDEX | {"name": "other"}).encode())],
-        "member 'info/index.json' (file) is a second member at a path already held (file): readers keep different "
-        "ones",
+        (
+            "member 'info/index.json' (file) is a second member at a path already held (file): readers keep "
+            "different ones"
+        ),
     ),
     "file-and-link": (
         [*info_members(["lib/a"]), *member("lib/a", b""), *symlink("lib/a", "b")],

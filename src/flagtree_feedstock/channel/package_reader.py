@@ -240,16 +240,16 @@ def _read_all(tar: TarStream, size: int) -> bytes:
 
 
 def _read_tar_bz2(path: Path, reading: _Reading) -> None:
+    limits = LIMITS.for_file(path.stat().st_size)
     with bz2.open(path, "rb") as stream:
-        tar = TarStream(stream, LIMITS)
+        tar = TarStream(stream, limits)
         reading.take(tar)
-        while reading.whole and stream.read(
-            CHUNK
-        ):  # to the end of the bzip2 stream, whose CRC is checked there
+        # To the end of the bzip2 stream, whose CRC is checked there.
+        while reading.whole and stream.read(CHUNK):
             tar.consumed += CHUNK
-            if tar.consumed > LIMITS.total_bytes:
+            if tar.consumed > limits.total_bytes:
                 raise ArchiveRefused(
-                    f"the data after the tar archive takes it above {LIMITS.total_bytes} bytes"
+                    f"the data after its tar archive takes it above {limits.total_bytes} bytes"
                 )
 
 
