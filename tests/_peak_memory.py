@@ -53,8 +53,12 @@ def console_script(name: str) -> str:
     return str(path)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def run_measured(argv: list[str], scratch: Path, env: dict[str, str] | None = None) -> Measured:
-    """Run ``argv`` (``argv[0]`` a console script name) as a child in ``scratch``; what it did and cost."""
+    """Run ``argv`` (``argv[0]`` a console script name) as a child in the repository (its ``recipe/``
+    found), its scratch files in ``scratch``; what it did and cost."""
     hook = scratch / "peak-hook"
     hook.mkdir(parents=True, exist_ok=True)
     (hook / "sitecustomize.py").write_text(_SITECUSTOMIZE)
@@ -73,7 +77,7 @@ def run_measured(argv: list[str], scratch: Path, env: dict[str, str] | None = No
     done = subprocess.run(
         [console_script(argv[0]), *argv[1:]],
         env=child_env,
-        cwd=scratch,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=TIME_LIMIT_S * 2,
