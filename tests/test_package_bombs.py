@@ -26,6 +26,7 @@ from _hostile_packages import (
     header,
     info_members,
     member,
+    pax,
     raw_header,
     tar_bz2,
     zstd,
@@ -112,6 +113,10 @@ BOMBS: dict[str, tuple[Callable[[Path], tuple[str, bytes]], str]] = {
     "name-of-20000-characters": (
         _bz2([*info_members(), *gnu_long_name(LONG), *member("x", b"")]),
         f"a GNU long name of 20004 bytes after 'info/paths.json', above the 4096 a path may have: {LONG[:120]!r} ",
+    ),
+    "pax-path-of-5000-characters": (
+        _bz2([*info_members(), *pax({"path": LONG[:5000]}), *member("x", b"")]),
+        f"member {LONG[:120]!r}... (5000 characters): a PAX path above the 4096 bytes a path may have",
     ),
     "zstd-window-of-2-gib": (_window_bomb, "Frame requires too much memory for decoding"),
 }

@@ -34,7 +34,6 @@ from flagtree_feedstock._tar_stream import (
     Limits,
     NotATar,
     TarStream,
-    parts_of,
     resolve,
     shown,
 )
@@ -110,7 +109,6 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
     label = label or str(path)
     tops: set[str] = set()
     links: dict[str, str] = {}  # symlink (its normalised name) -> target
-    hardlinks: dict[str, str] = {}  # hard link -> the member it links to
     tool_machine: int | None = None
     needs: list[tuple[str, str]] = []  # (GLIBC_x.y, program)
     try:
@@ -123,8 +121,6 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
                 tops.add(parts[0])
                 if member.kind == "symlink":
                     links[member.name] = member.target
-                elif member.kind == "hardlink":
-                    hardlinks[member.name] = member.target
                 if len(parts) != 3 or parts[1] != "bin" or member.kind != "file":
                     continue
                 if member.size > MAX_PROGRAM_BYTES:
@@ -161,7 +157,7 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
             f"--llvm-archive {label} is not a tar archive, or a damaged one ({reason})",
             fix=f"pass Triton's archive ({TOP_EXAMPLE}.tar.gz) or the folder it unpacked to",
         ) from None
-    return _checked(label, tops, _Links(links, hardlinks, sorted(tar.kinds)), tool_machine, needs)
+    return _checked(label, tops, _Links(links), tool_machine, needs)
 
 
 @contextmanager
@@ -229,32 +225,25 @@ def _refused(label: str, member: str, why: str) -> ConfigurationError:
 
 @dataclass(frozen=True)
 class _Links:
-    """The archive's symlinks and hard links (normalised names), to check where they lead."""
+    """The archive's symlinks (normalised names), to check where they lead.
+
+    With no ``..`` and no absolute name (the tar reader refuses them) and every hard link to an earlier
+    member, a path leaves the top folder only through a symlink: each symlink's target is resolved.
+    """
 
     symlinks: Mapping[str, str]
-    hardlinks: Mapping[str, str]
-    members: Sequence[str]  # every member's normalised name
 
     def escaping(self, top: str) -> tuple[str, str] | None:
-        """A link (its name and what it is) whose target leaves the folder ``top``, or None."""
+        """A symlink (its name and what it is) whose target leaves the folder ``top``, or None."""
         for name, target in sorted(self.symlinks.items()):
             if target.startswith("/"):
                 return name, f"a symlink to the absolute path {target}"
-            if self._leaves([*name.split("/")[:-1], *target.split("/")], top, follow_last=True):
+            found = resolve(
+                [*name.split("/")[:-1], *target.split("/")], self.symlinks, follow_last=True, floor=1
+            )
+            if found is None or found[0] != top:
                 return name, f"a symlink to {target}, which does not resolve inside {top}/"
-        for name, target in sorted(self.hardlinks.items()):
-            if self._leaves(parts_of(target), top, follow_last=False):
-                return name, f"a hard link to {target}, outside {top}/"
-        for name in self.members:
-            if self._leaves(parts_of(name), top, follow_last=False):
-                return name, f"a path that leads outside {top}/ through the archive's symlinks"
         return None
-
-    def _leaves(self, parts: Sequence[str], top: str, *, follow_last: bool) -> bool:
-        """Whether ``parts`` (from the archive's root, its top folder first), resolved through the archive's
-        symlinks, leaves that top folder (a loop of symlinks counts as leaving)."""
-        found = resolve(parts, self.symlinks, follow_last=follow_last, floor=1)
-        return found is None or found[0] != top
 
 
 def _is_glibc(version: str) -> bool:
