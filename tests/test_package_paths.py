@@ -41,6 +41,7 @@ from _hostile_packages import (
     tar_bz2,
 )
 from _peak_memory import console_script
+from _toy import build_args, make_empty_channel, native_args
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = b"planted by a package\n"
@@ -105,7 +106,7 @@ def _one_error(done: subprocess.CompletedProcess[str]) -> str:
     return line
 
 
-@pytest.mark.parametrize("command", ["index", "install", "upload", "build"])
+@pytest.mark.parametrize("command", ["index", "install", "upload", "build", "build-into"])
 def test_every_command_refuses_the_reproducer_and_writes_nothing(command: str, tmp_path: Path) -> None:
     channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(_reproducer()))
     if command != "index":  # a channel as another tool indexed it
@@ -118,6 +119,8 @@ def test_every_command_refuses_the_reproducer_and_writes_nothing(command: str, t
         "install": ["channel", "install", str(channel), "evil", "--prefix", str(prefix)],
         "upload": ["upload", str(channel), "--to", "prefix", "--channel", "c", "--url", "http://127.0.0.1:9"],
         "build": ["build", "--render-only", "-c", channel.resolve().as_uri()],
+        # the output folder already holds it: the build stops before its first step
+        "build-into": build_args("toy-multi", channel, *native_args(make_empty_channel(tmp_path / "empty"))),
     }[command]
     done = _run(argv, tmp_path)
     assert done.returncode == 9, done.stderr
@@ -128,6 +131,7 @@ def test_every_command_refuses_the_reproducer_and_writes_nothing(command: str, t
     assert victim.read_text() == "the original\n"
     assert not prefix.exists()
     assert {p: p.read_bytes() for p in channel.rglob("repodata.json")} == indexed
+    assert sorted(channel.rglob("*.tar.bz2")) + sorted(channel.rglob("*.conda")) == [package]
 
 
 def _good() -> list[Part]:
