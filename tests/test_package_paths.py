@@ -234,6 +234,10 @@ BAD_PACKAGES: dict[str, tuple[list[Part], str]] = {
         ],
         "its info/link.json names the entry point '../../evil = m:f', not a plain file name",
     ),
+    "legacy-files-dotdot": (
+        [*info_members(extra=False), *member("info/files", b"lib/ok\n../../evil\n"), *member("lib/ok", b"")],
+        "its info/files lists '../../evil': not a relative path without '..'",
+    ),
     "fifo": ([*info_members(), header("lib/pipe", kind=tarfile.FIFOTYPE)], "member 'lib/pipe' is a FIFO"),
     "device": (
         [*info_members(), header("lib/tty", kind=tarfile.CHRTYPE)],
