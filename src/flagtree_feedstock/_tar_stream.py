@@ -204,10 +204,11 @@ class TarStream:
             raise ArchiveRefused(f"the archive ends inside {what} {shown(name) if name else 'its start'}")
         return data
 
-    def _count(self, size: int, name: str, what: str) -> None:
+    def _count(self, size: int, what: str) -> None:
+        """Count ``size`` bytes read (``what`` they are, for the message) against the archive's limit."""
         if self.consumed + size > self.limits.total_bytes:
             raise ArchiveRefused(
-                f"member {shown(name)}: {what} of {size} bytes would take the archive above "
+                f"{what} would take the archive above "
                 f"{self.limits.total_bytes} bytes unpacked, the most read from this archive (at most "
                 f"{self.limits.ratio} times its size, at least {self.limits.floor} bytes)"
             )
@@ -219,7 +220,7 @@ class TarStream:
             raise ArchiveRefused(
                 f"a {kind} header declares {info.size} bytes, above the {self.limits.header_bytes} one may have"
             )
-        self._count(_padded(info.size), kind, "a header")
+        self._count(_padded(info.size), f"a {kind} header of {info.size} bytes after {shown(self._current)}")
         return self._exactly(_padded(info.size), f"the {kind} header after", self._current)[: info.size]
 
     def _next(self) -> Member | None:
@@ -230,6 +231,7 @@ class TarStream:
                 if pending.kinds:
                     raise ArchiveRefused("the archive ends after an extended header, before its member")
                 return None  # the end of the archive (tar writes zero blocks there; the rest is not read)
+            self._count(BLOCK, f"a header after {shown(self._current)}")  # empty members cost their headers
             try:
                 info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
             except tarfile.HeaderError as exc:
@@ -344,7 +346,7 @@ class TarStream:
                 f"member {shown(name)} declares {size} bytes, above the {self.limits.member_bytes} one member "
                 "may have"
             )
-        self._count(_padded(size), name, "its data")
+        self._count(_padded(size), f"member {shown(name)}: its data of {size} bytes")
         if not normal:
             return
         earlier = self.kinds.get(normal)
