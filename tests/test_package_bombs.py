@@ -67,6 +67,7 @@ def _window_bomb(_: Path) -> tuple[str, bytes]:
 
 
 LONG = "lib/" + "n" * 20_000
+TINY_ENTRIES = b'{"paths":[' + b'{"_path":"a"},' * (((16 << 20) - 32) // 14) + b'{"_path":"a"}]}'
 
 # case -> (what makes the package, the refusal after "<package> is refused, and was not used: ", or damaged)
 BOMBS: dict[str, tuple[Callable[[Path], tuple[str, bytes]], str]] = {
@@ -102,13 +103,18 @@ BOMBS: dict[str, tuple[Callable[[Path], tuple[str, bytes]], str]] = {
         _conda([header("info/index.json", size=2 << 30), Zeros(2 << 30)]),
         f"member 'info/index.json': its data of {2 << 30} bytes would take the archive above",
     ),
-    "paths-json-of-40-mib": (
-        _conda([*info_members(extra=False), header("info/paths.json", size=40 << 20), Zeros(40 << 20)]),
-        f"member 'info/paths.json' declares {40 << 20} bytes, above the {32 << 20} an info file may have",
+    "paths-json-of-20-mib": (
+        _conda([*info_members(extra=False), header("info/paths.json", size=20 << 20), Zeros(20 << 20)]),
+        f"member 'info/paths.json' declares {20 << 20} bytes, above the {16 << 20} an info file may have",
+    ),
+    # The most Python objects an info file may become: 16 MiB of the smallest entries, parsed, then refused.
+    "paths-json-of-16-mib-of-tiny-entries": (
+        _bz2(info_members(extra=False) + member("info/paths.json", TINY_ENTRIES)),
+        "its info/paths.json lists 'a', which is no file or link the package holds",
     ),
     "index-json-nested-100000-deep": (
         _bz2(info_members(index=b"[" * 100_000 + b"]" * 100_000)),
-        "its info/index.json is nested more than 64 levels deep",
+        "its info/index.json is nested deeper than Python's JSON parser goes",
     ),
     "name-of-20000-characters": (
         _bz2([*info_members(), *gnu_long_name(LONG), *member("x", b"")]),
