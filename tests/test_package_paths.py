@@ -259,3 +259,17 @@ def test_a_package_that_leads_out_or_reads_two_ways_is_refused_naming_the_member
         f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
     ), line
     assert not (channel / "noarch" / "repodata.json").exists()
+
+
+def test_a_conda_with_a_flipped_byte_where_no_reader_looks_is_damaged(tmp_path: Path) -> None:
+    """Every zip member passes its CRC-32, metadata.json too (the tars alone would not show this one)."""
+    content = conda(_good()[:4], _good()[4:])
+    flipped = content.replace(b'"conda_pkg_format_version"', b'"conda_pkg_format_versioN"', 1)
+    assert flipped != content
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", flipped)
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is damaged ('metadata.json' fails its checksum): it is not a whole "
+        "conda package"
+    )
