@@ -152,7 +152,9 @@ def _good() -> list[Part]:
 @pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
 def test_a_package_with_links_inside_its_prefix_is_indexed(suffix: str, tmp_path: Path) -> None:
     parts = _good()
-    content = tar_bz2(parts) if suffix == ".tar.bz2" else conda(parts[:4], parts[4:])
+    root, info = header("./", kind=tarfile.DIRTYPE), header("info", kind=tarfile.DIRTYPE)
+    # A .conda's tars as tar writers make them: the info tar with its folder, both with the root folder.
+    content = tar_bz2(parts) if suffix == ".tar.bz2" else conda([root, info, *parts[:4]], [root, *parts[4:]])
     channel, _ = channel_with(tmp_path, f"{STEM}{suffix}", content)
     done = _run(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 0, done.stderr

@@ -133,7 +133,10 @@ class _Reading:
     def take(self, tar: TarStream, *, info_only: bool | None = None) -> None:
         """Every member of ``tar``; ``info_only``: the tar must hold only ``info/`` (True) or none of it (False)."""
         for member in tar:
-            if info_only is not None and member.name.startswith("info/") != info_only:
+            if not member.name:  # the root folder itself (./)
+                continue
+            in_info = member.name == "info" or member.name.startswith("info/")
+            if info_only is not None and in_info != info_only:
                 where = "the info tar" if info_only else "the pkg tar"
                 raise ArchiveRefused(f"member {shown(member.name)} does not belong in {where} of a .conda")
             if member.name in self.kinds:
