@@ -22,6 +22,7 @@ from _hostile_packages import (
     Zeros,
     channel_with,
     conda,
+    empty_files,
     gnu_long_name,
     header,
     info_members,
@@ -111,6 +112,14 @@ BOMBS: dict[str, tuple[Callable[[Path], tuple[str, bytes]], str]] = {
     "paths-json-of-16-mib-of-tiny-entries": (
         _bz2(info_members(extra=False) + member("info/paths.json", TINY_ENTRIES)),
         "its info/paths.json lists 'a', which is no file or link the package holds",
+    ),
+    "members-above-100000": (
+        lambda _: (f"{STEM}.conda", conda(info_members(), empty_files(100_001))),
+        "member 'lib/f00100000': more than 100000 members",
+    ),
+    "names-above-64-mib": (
+        lambda _: (f"{STEM}.conda", conda(info_members(), empty_files(17_000, name_length=4000))),
+        f"names above {64 << 20} bytes in all",
     ),
     "index-json-nested-100000-deep": (
         _bz2(info_members(index=b"[" * 100_000 + b"]" * 100_000)),
