@@ -27,6 +27,7 @@ HELPERS = frozenset(
         "_progress",
         "_subprocess",
         "_urls",
+        "_tar_stream",
     }
 )
 CLI = frozenset({"cli", "_entry", "__main__", "__init__"})

@@ -35,13 +35,8 @@ from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock, folder_lock
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock._processes import Process
-from flagtree_feedstock.channel.folder import (
-    PACKAGE_SUFFIXES,
-    DamagedPackage,
-    index_channel,
-    package_files,
-    package_stem,
-)
+from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, index_channel, package_files, package_stem
+from flagtree_feedstock.channel.package_reader import DamagedPackage
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
 
 LOGGER = logging.getLogger(__name__)

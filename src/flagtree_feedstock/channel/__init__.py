@@ -3,6 +3,7 @@
 - :mod:`.folder`: a local channel folder: its packages checked whole, indexed (py-rattler), installed from;
 - :mod:`.upload`: a channel folder published to prefix.dev or anaconda.org;
 - :mod:`.upload_api`: the requests of each server's upload API;
+- :mod:`.package_reader`: a package file read whole and bounded, its paths and links checked;
 - :mod:`.package_info`: a package file's index.json and about.json, which anaconda.org's API is given;
 - :mod:`.server_files`: what an upload server already holds under a package's file name;
 - :mod:`.trusted_publishing`: a GitHub job's OIDC token exchanged for a short-lived prefix.dev key;

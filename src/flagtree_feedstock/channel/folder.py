@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import bz2
 import logging
 import re
 import shlex
 import shutil
-import tarfile
-import zipfile
-import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +26,8 @@ from flagtree_feedstock.errors import (
     FileAccessError,
 )
 from flagtree_feedstock.platforms import PlatformName
+
+from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -160,12 +158,19 @@ def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
 def check_package(path: Path) -> None:
     """Raise :class:`ChannelError` naming ``path`` unless it is a whole conda package named after itself.
 
-    Whole: see :func:`package_stem`. Named after itself: ``<name>-<version>-<build>`` of its own
-    ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
+    Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
+    readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
+    of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
     index without a word when its name does not read as name-version-build).
     """
     try:
         stem = package_stem(path)
+    except UnsafePackage as exc:
+        raise ChannelError(
+            f"{path} is refused, and was not used: {exc}",
+            fix="do not use this package: remove it and get it from its builder again (a conda package holds "
+            "relative paths only, within the limits docs/troubleshooting.md lists)",
+        ) from None
     except DamagedPackage as exc:
         raise ChannelError(
             f"{path} is damaged ({exc}): it is not a whole conda package",
@@ -181,102 +186,23 @@ def check_package(path: Path) -> None:
         )
 
 
-class DamagedPackage(Exception):
-    """A package file that is not a whole conda package; the message says why."""
-
-
 def package_stem(path: Path, name: str | None = None) -> str:
     """``<name>-<version>-<build>`` of the package at ``path``, from its ``info/index.json``, once the whole file
-    was read and found whole (:func:`read_info`); else raise :class:`DamagedPackage` saying why. ``name``, the
-    file name it has in a channel (``path``'s own by default), says which of the two formats it is.
+    was read and found whole and safe (:func:`read_info`); else raise :class:`DamagedPackage` saying why.
+    ``name``, the file name it has in a channel (``path``'s own by default), says which of the two formats it is.
     """
     index = read_info(path, (INDEX,), name).get(INDEX)
     if index is None:
         raise DamagedPackage(f"it holds no {INDEX}")
-    try:
-        record = parse_json(index)
-    except ValueError as exc:
-        raise DamagedPackage(f"its {INDEX} cannot be read: {_first_line(exc)}") from None
+    record = load_json(INDEX, index)
     fields = [record.get(key) if isinstance(record, dict) else None for key in ("name", "version", "build")]
     if not all(isinstance(field, str) and field for field in fields):
         raise DamagedPackage(f"its {INDEX} lacks the name, version or build")
     return "-".join(str(field) for field in fields)
 
 
-def read_info(
-    path: Path, wanted: Collection[str], name: str | None = None, *, whole: bool = True
-) -> dict[str, bytes]:
-    """The members of the package at ``path`` named in ``wanted`` (``info/...`` files) that it holds, read once
-    the whole file was read and found whole; else raise :class:`DamagedPackage` saying why. ``name``, the file
-    name it has in a channel (``path``'s own by default), says which of the two formats it is. ``whole=False``
-    stops once the members are found, for a package already checked whole (``upload`` checks each first).
-
-    Only regular members are read: a conda package may hold symbolic links (and hard links) to files that
-    are not in it, the files of a package it depends on (conda-forge's ``libblas`` links
-    ``libblas.so.3`` to ``libopenblas.so.0`` of ``libopenblas``), so a link is never followed inside the
-    archive. A ``.conda`` file is a zip archive: it must open and every member must pass its CRC-32. A
-    ``.tar.bz2`` must decompress to its end (bzip2 checks each block's CRC and the stream's). A truncated
-    download or flipped bytes fail one of these; py-rattler's indexer would panic on the first and index the
-    second without a word. A file that is neither (``OSError`` with an errno) is not a damaged package: that
-    error is raised as it is.
-    """
-    try:
-        if (name or path.name).endswith(".conda"):
-            return _conda_info(path, wanted, whole=whole)
-        return _tar_bz2_info(path, wanted, whole=whole)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
-        raise DamagedPackage(_first_line(exc)) from None
-    except OSError as exc:
-        if exc.errno is not None:  # the file could not be read: not a damaged package
-            raise
-        raise DamagedPackage(_first_line(exc)) from None  # bz2's "Invalid data stream", zstd's errors
-
-
-def _regular_members(archive: tarfile.TarFile, wanted: Collection[str], *, whole: bool) -> dict[str, bytes]:
-    """Read every regular member of ``archive`` to its end (a link is skipped, never followed); return the
-    content of those named in ``wanted``. Not ``whole``: stop once they are all found."""
-    found: dict[str, bytes] = {}
-    for member in archive:
-        if not whole and len(found) == len(wanted):
-            break
-        stream = archive.extractfile(member) if member.isreg() else None
-        if stream is None:  # a link (to a file of this package or of another one) or a folder
-            continue
-        if member.name in wanted:
-            found[member.name] = stream.read()
-        while stream.read(1 << 20):
-            pass
-    return found
-
-
-def _conda_info(path: Path, wanted: Collection[str], *, whole: bool) -> dict[str, bytes]:
-    zstandard = require("zstandard", "zstandard")
-    with zipfile.ZipFile(path) as archive:
-        failed = archive.testzip() if whole else None
-        if failed is not None:
-            raise DamagedPackage(f"{failed} fails its checksum")
-        names = archive.namelist()
-        info = [n for n in names if n.startswith("info-") and n.endswith(".tar.zst")]
-        if "metadata.json" not in names or len(info) != 1:
-            raise DamagedPackage("it holds no conda package metadata")
-        try:
-            with (
-                archive.open(info[0]) as compressed,
-                zstandard.ZstdDecompressor().stream_reader(compressed) as raw,
-                tarfile.open(fileobj=raw, mode="r|") as tar,
-            ):
-                return _regular_members(tar, wanted, whole=whole)
-        except zstandard.ZstdError as exc:
-            raise DamagedPackage(f"{info[0]}: {_first_line(exc)}") from None
-
-
-def _tar_bz2_info(path: Path, wanted: Collection[str], *, whole: bool) -> dict[str, bytes]:
-    with bz2.open(path, "rb") as stream:
-        with tarfile.open(fileobj=stream, mode="r:") as archive:
-            found = _regular_members(archive, wanted, whole=whole)
-        while whole and stream.read(1 << 20):  # to the end of the bzip2 stream, whose CRC is checked there
-            pass
-    return found
+# The one package reader: bounded, every member and paths.json entry checked (package_reader's docstring).
+read_info = read_package
 
 
 def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:

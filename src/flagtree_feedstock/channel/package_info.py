@@ -2,7 +2,7 @@
 
 They are read as rattler's upload, and anaconda-client before it, read them: from ``info/`` of a ``.tar.bz2``,
 or of a ``.conda`` file's ``info-<name>.tar.zst``, through the channel folder's one package reader
-(:func:`.folder.read_info`), which refuses a damaged one; it stops once it has them, since the upload has
+(:func:`.folder.read_info`), which refuses a damaged or unsafe one, its JSON bounded in size and depth; it stops once it has them, since the upload has
 checked every package whole before (a package of LLVM is read once, not twice).
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock.errors import ChannelError
 
-from .folder import INDEX, DamagedPackage, read_info
+from .folder import INDEX, read_info
+from .package_reader import DamagedPackage, load_json
 
 ABOUT = "info/about.json"
 
@@ -35,10 +35,7 @@ def package_info(package: Path) -> tuple[dict[str, object], dict[str, object]]:
 
 
 def _document(name: str, content: bytes) -> dict[str, object]:
-    try:
-        document = parse_json(content)
-    except ValueError as exc:
-        raise DamagedPackage(f"its {name} cannot be read: {exc}") from None
+    document = load_json(name, content)  # bounded in size and depth
     if not isinstance(document, dict):
         raise DamagedPackage(f"its {name} is not a JSON object")
     return document

@@ -25,7 +25,9 @@ What ``--llvm-archive`` takes, and what the recipe is given (the variant keys ``
 Before anything renders or builds, each problem is one line: a missing file, a file that is not a tar archive,
 an archive whose top is not one folder named like Triton's, a member that would land outside it when unpacked
 (``..``, an absolute name, a link leading out) or that is a device or a FIFO (a socket or a FIFO in a folder),
-a ``bin/`` member above 1 GiB, one without ``bin/mlir-tblgen`` (or with one that is no aarch64 program), a
+a member the engine's extractor could read differently (a sparse one, a PAX and a GNU name, two at one path),
+a header or member beyond the bounded reader's limits (:mod:`flagtree_feedstock._tar_stream`), a ``bin/``
+member above 1 GiB, one without ``bin/mlir-tblgen`` (or with one that is no aarch64 program), a
 sha256 that differs, a URL without a sha256. The archive is read in place, never unpacked for the check. After the render: an archive of
 another LLVM commit than the recipe's ``llvm_commit``, and the glibc floor (:func:`check_rendered`).
 

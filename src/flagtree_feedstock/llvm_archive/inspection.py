@@ -1,29 +1,42 @@
 """What an archive holds, read before anything is unpacked: its top folder, its mlir-tblgen, its glibc need.
 
-Every member is checked as it passes, and the archive is refused, naming the member, where one would land
+The archive is read once, as a stream, by the toolkit's bounded tar reader
+(:class:`flagtree_feedstock._tar_stream.TarStream`, within :data:`LIMITS`): every header and every member is
+bounded, not only ``bin/``, and what the engine's extractor could read differently from ours is refused (a
+member with both a PAX path and a GNU long name, a sparse member, two members at one path, a path that is both
+a file and a link). The archive is refused, naming the member (cut, with its length), where one would land
 outside the top folder when unpacked or is no file an LLVM install holds: a name with ``..`` or an absolute
 one, a symlink whose target (followed through the archive's own symlinks) or a hard link whose target leaves
-the top folder, a device file or a FIFO. Reading is bounded: only ``bin/*`` files are read, from the tar
-member itself, never copied out; one that is not ELF by its first four bytes is skipped; of an ELF program,
-the header, the section header table and the version needs with their strings are read (the doctor's ELF
-reader, :mod:`flagtree_doctor.elf`), its first :data:`KEPT_BYTES` kept in memory as it passes. A ``bin/*``
-member above :data:`MAX_PROGRAM_BYTES` is refused unread.
+the top folder, a device file or a FIFO. Only ``bin/*`` files are read, in place, never copied out; one that
+is not ELF by its first four bytes is skipped; of an ELF program, the header, the section header table and the
+version needs with their strings are read (the doctor's ELF reader, :mod:`flagtree_doctor.elf`), its first
+:data:`KEPT_BYTES` kept in memory as it passes. A ``bin/*`` member above :data:`MAX_PROGRAM_BYTES` is refused
+unread.
 """
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
 import json
 import lzma
 import re
-import tarfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
 
 from flagtree_doctor import elf
+from flagtree_feedstock._tar_stream import (
+    ArchiveRefused,
+    Limits,
+    NotATar,
+    TarStream,
+    resolve,
+    shown,
+)
 from flagtree_feedstock.errors import ConfigurationError
 
 from .cache import CHUNK, human_size, spool
@@ -38,8 +51,12 @@ TOP_EXAMPLE = "llvm-<commit8>-ubuntu-arm64"
 REQUIRED_TOOL = "bin/mlir-tblgen"
 
 
-# What a damaged or foreign file raises while tarfile reads it.
-_NOT_TAR = (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError)
+# What a damaged or foreign file raises while it is decompressed (OSError: bz2's "Invalid data stream").
+_NOT_TAR = (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError)
+# What reading one archive may cost: Triton's archives are 1 to 1.6 GB of gzip (docs/llvm-archive.md), an LLVM
+# and MLIR install tree of a few GB in some thousands of files (Debian's LLVM 19 and MLIR: 4,385,
+# benchmarks/README.md); its largest member is a static library or a tool of a few hundred MB.
+LIMITS = Limits(total_bytes=32 << 30, member_bytes=4 << 30, members=100_000)
 
 # A bin/* member larger than this is refused unread. Triton's LLVM tools are at most a few hundred MB: the
 # largest of its 2026 build were mlir-query (204 MB) and clang-repl (196 MB) (triton-lang/triton#10480, the
@@ -51,10 +68,8 @@ MAX_PROGRAM_BYTES = 1 << 30
 # table and version needs a linker lays out right behind it (in libtorch_cpu.so, a 430 MB library, they end
 # before 8 MB), so reading them after the section header table at the program's end costs no second pass.
 KEPT_BYTES = 16 << 20
-# Symlinks followed while a link's target is resolved, at most (Linux's own limit, MAXSYMLINKS).
-MAX_HOPS = 40
 # Part of a cached inspection's name: an archive inspected by older checks is read again.
-INSPECTION_FORMAT = 2
+INSPECTION_FORMAT = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,24 +109,19 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
     label = label or str(path)
     tops: set[str] = set()
     links: dict[str, str] = {}  # symlink (its normalised name) -> target
-    hardlinks: dict[str, str] = {}  # hard link -> the member it links to
     tool_machine: int | None = None
     needs: list[tuple[str, str]] = []  # (GLIBC_x.y, program)
     try:
-        # Not the stream mode ("r|*"): it ends quietly where a truncated archive ends, where gzip's file
-        # object raises EOFError.
-        with tarfile.open(path, mode="r:*") as tar:
+        with _decompressed(path) as raw:
+            tar = TarStream(raw, LIMITS.for_file(path.stat().st_size))
             for member in tar:
-                _check_member(member, label)
-                parts = _parts(member.name)
+                parts = member.parts
                 if not parts:
                     continue
                 tops.add(parts[0])
-                if member.issym():
-                    links["/".join(parts)] = member.linkname
-                elif member.islnk():
-                    hardlinks["/".join(parts)] = member.linkname
-                if len(parts) != 3 or parts[1] != "bin" or not member.isfile():
+                if member.kind == "symlink":
+                    links[member.name] = member.target
+                if len(parts) != 3 or parts[1] != "bin" or member.kind != "file":
                     continue
                 if member.size > MAX_PROGRAM_BYTES:
                     raise _refused(
@@ -120,9 +130,7 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
                         f"{human_size(member.size)}, above the {human_size(MAX_PROGRAM_BYTES)} a program in "
                         "bin/ may have (Triton's largest LLVM tools are a few hundred MB)",
                     )
-                source = tar.extractfile(member)
-                assert source is not None
-                program = _Member(source, f"{label}:{member.name}")
+                program = _Member(tar, raw, f"{label}:{member.name}")
                 try:  # the reader's first check is the ELF magic: a script or data is skipped there
                     versions = elf.version_needs(program)
                     machine = elf.machine(program)
@@ -131,24 +139,55 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
                 if parts[2] == Path(REQUIRED_TOOL).name:
                     tool_machine = machine
                 needs += [(v, parts[2]) for vs in versions.values() for v in vs if _is_glibc(v)]
+    except NotATar as exc:
+        raise ConfigurationError(
+            f"--llvm-archive {label} is not a tar archive, or a damaged one ({exc})",
+            fix=f"pass Triton's archive ({TOP_EXAMPLE}.tar.gz) or the folder it unpacked to",
+        ) from None
+    except ArchiveRefused as exc:
+        raise ConfigurationError(
+            f"--llvm-archive {label}: {exc}; refused before anything is unpacked",
+            fix="pass Triton's own archive (an LLVM install tree holds none of these), downloaded again",
+        ) from None
     except _NOT_TAR as exc:
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")[:200]
         raise ConfigurationError(
             f"--llvm-archive {label} is not a tar archive, or a damaged one ({reason})",
             fix=f"pass Triton's archive ({TOP_EXAMPLE}.tar.gz) or the folder it unpacked to",
         ) from None
-    return _checked(label, tops, _Links(links, hardlinks), tool_machine, needs)
+    return _checked(label, tops, _Links(links), tool_machine, needs)
+
+
+@contextmanager
+def _decompressed(path: Path) -> Iterator[io.BufferedIOBase]:
+    """``path`` opened for reading, decompressed by its first bytes (gzip, bzip2, xz, or a plain tar)."""
+    with path.open("rb") as handle, ExitStack() as stack:
+        magic = handle.read(6)
+        handle.seek(0)
+        if magic.startswith(b"\x1f\x8b"):
+            yield stack.enter_context(gzip.GzipFile(fileobj=handle, mode="rb"))
+        elif magic.startswith(b"BZh"):
+            yield stack.enter_context(bz2.BZ2File(handle, "rb"))
+        elif magic == b"\xfd7zXZ\x00":
+            yield stack.enter_context(lzma.LZMAFile(handle, "rb"))
+        else:
+            yield handle
 
 
 class _Member:
-    """A tar member as an ELF reader's source: read forward once, its first :data:`KEPT_BYTES` kept.
+    """The current member of ``tar`` as an ELF reader's source: read forward once, its first
+    :data:`KEPT_BYTES` kept.
 
-    A read behind what is kept seeks back, which in a compressed archive decompresses it again from its
-    start: correct, and never needed for a program laid out as linkers lay them out.
+    A read behind what is kept seeks back in the decompressed archive ``raw``, which in a compressed archive
+    decompresses it again from its start: correct, and never needed for a program laid out as linkers lay
+    them out.
     """
 
-    def __init__(self, handle: IO[bytes], name: str) -> None:
-        self.handle = handle
+    def __init__(self, tar: TarStream, raw: io.BufferedIOBase, name: str) -> None:
+        self.tar = tar
+        self.raw = raw
         self.name = name
         self.kept = bytearray()
         self.position = 0
@@ -165,93 +204,46 @@ class _Member:
         if self.position == len(self.kept):  # the start is kept, the rest lies ahead
             head = bytes(self.kept[offset:])
             return head + self._take(end - self.position)
-        self.handle.seek(offset)
+        self.tar.seek(self.raw, offset)
         self.position = offset
         return self._take(size)
 
     def _take(self, size: int) -> bytes:
-        data = self.handle.read(size)
+        data = self.tar.read(size)
         if self.position == len(self.kept) and len(self.kept) < KEPT_BYTES:
             self.kept += data[: KEPT_BYTES - len(self.kept)]
         self.position += len(data)
         return data
 
 
-def _parts(name: str) -> list[str]:
-    return [p for p in name.split("/") if p not in ("", ".")]
-
-
 def _refused(label: str, member: str, why: str) -> ConfigurationError:
     return ConfigurationError(
-        f"--llvm-archive {label}: member {member!r} is {why}; refused before anything is unpacked",
+        f"--llvm-archive {label}: member {shown(member)} is {why}; refused before anything is unpacked",
         fix="pass Triton's own archive (an LLVM install tree holds none of these), downloaded again",
     )
 
 
-def _check_member(member: tarfile.TarInfo, label: str) -> None:
-    """Refuse a member that would land outside the archive's folder when unpacked, or is no file at all."""
-    why = None
-    if member.name.startswith("/"):
-        why = "an absolute path"
-    elif ".." in member.name.split("/"):
-        why = "a path with '..'"
-    elif member.ischr() or member.isblk():
-        why = "a device file"
-    elif member.isfifo():
-        why = "a FIFO"
-    elif not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-        why = f"of tar type {member.type!r}, not a file, folder or link"
-    elif member.issym() and member.linkname.startswith("/"):
-        why = f"a symlink to the absolute path {member.linkname}"
-    elif member.islnk() and (member.linkname.startswith("/") or ".." in member.linkname.split("/")):
-        why = f"a hard link to {member.linkname}, outside the archive's folder"
-    if why is not None:
-        raise _refused(label, member.name, why)
-
-
 @dataclass(frozen=True)
 class _Links:
-    """The archive's symlinks and hard links (normalised names), to check where they lead."""
+    """The archive's symlinks (normalised names), to check where they lead.
+
+    With no ``..`` and no absolute name (the tar reader refuses them) and every hard link to an earlier
+    member, a path leaves the top folder only through a symlink: each symlink's target is resolved.
+    """
 
     symlinks: Mapping[str, str]
-    hardlinks: Mapping[str, str]
 
     def escaping(self, top: str) -> tuple[str, str] | None:
-        """A link (its name and what it is) whose target leaves the folder ``top``, or None."""
+        """A symlink (its name and what it is) whose target leaves the folder ``top``, or None."""
         for name, target in sorted(self.symlinks.items()):
-            if self._leaves([*name.split("/")[:-1], *target.split("/")], top, follow_last=True):
+            if target.startswith("/"):
+                return name, f"a symlink to the absolute path {target}"
+            found = resolve(
+                [*name.split("/")[:-1], *target.split("/")], self.symlinks, follow_last=True, floor=1
+            )
+            if found is None or found[0] != top:
                 return name, f"a symlink to {target}, which does not resolve inside {top}/"
-        for name, target in sorted(self.hardlinks.items()):
-            if self._leaves(_parts(target), top, follow_last=False):
-                return name, f"a hard link to {target}, outside {top}/"
         return None
-
-    def _leaves(self, parts: Sequence[str], top: str, *, follow_last: bool) -> bool:
-        """Whether the path ``parts`` (from the archive's root), resolved through the archive's symlinks,
-        leaves ``top`` (a loop of symlinks counts as leaving)."""
-        here: list[str] = []
-        pending = list(parts)
-        hops = 0
-        while pending:
-            part = pending.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if len(here) <= 1:
-                    return True
-                here.pop()
-                continue
-            here.append(part)
-            if here[0] != top:
-                return True
-            target = self.symlinks.get("/".join(here))
-            if target is not None and (pending or follow_last):
-                hops += 1
-                if hops > MAX_HOPS or target.startswith("/"):
-                    return True
-                here.pop()
-                pending = [*target.split("/"), *pending]
-        return False
 
 
 def _is_glibc(version: str) -> bool:

@@ -1,0 +1,88 @@
+"""A console script run as a child, with its own peak memory and its time measured.
+
+The peak is the child's own ``VmHWM`` (``/proc/self/status``), read by the child itself as it exits: a
+``sitecustomize`` module put first on its ``PYTHONPATH`` registers the reading with ``atexit``. ``VmHWM`` starts
+afresh at ``exec``, so nothing of pytest's own size leaks in (``ru_maxrss`` would: Linux carries it over from
+the parent at fork).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# What a command may cost on any input, bomb or not (issue 28's "Done when").
+MEMORY_LIMIT_KIB = 600 << 10
+TIME_LIMIT_S = 60.0
+
+_SITECUSTOMIZE = """\
+import atexit, os
+
+def _peak():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                with open(os.environ["FLAGTREE_TEST_PEAK_FILE"], "w") as out:
+                    out.write(line.split()[1])
+
+atexit.register(_peak)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_kib: int
+    seconds: float
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if "error:" in line]
+
+
+def console_script(name: str) -> str:
+    """The console script ``name`` of the environment running the tests."""
+    path = Path(sys.executable).with_name(name)
+    assert path.is_file(), f"{path}: install the package (pip install -e .)"
+    return str(path)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_measured(argv: list[str], scratch: Path, env: dict[str, str] | None = None) -> Measured:
+    """Run ``argv`` (``argv[0]`` a console script name) as a child in the repository (its ``recipe/``
+    found), its scratch files in ``scratch``; what it did and cost."""
+    hook = scratch / "peak-hook"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    peak_file = scratch / "peak-kib"
+    peak_file.unlink(missing_ok=True)
+    base = {**os.environ, **(env or {})}
+    child_env = {
+        **base,
+        # The hook first; the rest of PYTHONPATH kept (the mutation runner's copy comes first on it).
+        "PYTHONPATH": os.pathsep.join(p for p in (str(hook), base.get("PYTHONPATH", "")) if p),
+        "FLAGTREE_TEST_PEAK_FILE": str(peak_file),
+        "XDG_CACHE_HOME": str(scratch / "cache"),
+        "NO_COLOR": "1",
+    }
+    start = time.monotonic()
+    done = subprocess.run(
+        [console_script(argv[0]), *argv[1:]],
+        env=child_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT_S * 2,
+        check=False,
+    )
+    seconds = time.monotonic() - start
+    peak = int(peak_file.read_text()) if peak_file.is_file() else -1
+    return Measured(done.returncode, done.stdout, done.stderr, peak, seconds)

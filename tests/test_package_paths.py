@@ -1,0 +1,277 @@
+"""A package's paths, checked before anything indexes, installs, uploads or builds against it.
+
+The smallest package that makes py-rattler 0.28 write outside the prefix (issue 28) is kept here twice: once
+installed by py-rattler itself with our check bypassed, inside ``tmp_path`` only, to document the engine's
+behaviour for an upstream report; once through each of our console scripts, which refuse it in one line
+naming the package and the member, having written nothing.
+
+The package: ``info/paths.json`` lists ``x/../../target``; the package holds ``x``, a symlink to ``d1/d2``,
+the folder ``d1/d2`` (a file in it) and a file ``target``. py-rattler links each listed path from the unpacked
+package (where ``x/../..`` is the package's folder, through the symlink) to the same path under the prefix,
+creating the missing ``x`` there as a folder first: ``prefix/x/../../target`` is the prefix's parent's
+``target``, which it replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import rattler
+from rattler.index import index_fs
+
+from _hostile_packages import (
+    INDEX,
+    STEM,
+    Part,
+    channel_with,
+    conda,
+    gnu_long_name,
+    header,
+    info_members,
+    member,
+    pax,
+    sha256,
+    symlink,
+    tar_bz2,
+)
+from _peak_memory import console_script
+from _toy import build_args, make_empty_channel, native_args
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANTED = b"planted by a package\n"
+
+
+def _reproducer() -> list[Part]:
+    listed = {"_path": "x/../../target", "path_type": "hardlink", "sha256": sha256(PLANTED)}
+    paths = {"paths_version": 1, "paths": [listed | {"size_in_bytes": len(PLANTED)}]}
+    return [
+        *member("info/index.json", json.dumps(INDEX).encode()),
+        *member("info/paths.json", json.dumps(paths).encode()),
+        *symlink("x", "d1/d2"),
+        *member("d1/d2/keep", b""),
+        *member("target", PLANTED),
+    ]
+
+
+def _victim(tmp_path: Path) -> Path:
+    """The file the package aims at: beside the prefix tmp_path/a/b/prefix, where the package lands it."""
+    victim = tmp_path / "a" / "b" / "target"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("the original\n")
+    return victim
+
+
+def test_py_rattler_writes_outside_the_prefix_when_our_check_is_bypassed(tmp_path: Path) -> None:
+    """The engine's behaviour, for an upstream report: py-rattler 0.28 installs the reproducer's file to
+    the prefix's parent, replacing the file there. If this fails, py-rattler resolves paths safely now."""
+    channel, _ = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(_reproducer()))
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    victim = _victim(tmp_path)
+    prefix = tmp_path / "a" / "b" / "prefix"
+    records = asyncio.run(
+        rattler.solve([rattler.Channel(channel.resolve().as_uri())], ["evil"], platforms=["noarch"])
+    )
+    asyncio.run(
+        rattler.install(
+            records, prefix, cache_dir=tmp_path / "cache", execute_link_scripts=False, show_progress=False
+        )
+    )
+    assert victim.read_bytes() == PLANTED
+    assert (prefix / "x").is_dir()
+
+
+def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "RATTLER_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PREFIX_API_KEY", None)
+    return subprocess.run(
+        [console_script("flagtree-feedstock"), *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _one_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in done.stderr, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("flagtree-feedstock: error:")]
+    return line
+
+
+@pytest.mark.parametrize("command", ["index", "install", "upload", "build", "build-into"])
+def test_every_command_refuses_the_reproducer_and_writes_nothing(command: str, tmp_path: Path) -> None:
+    channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(_reproducer()))
+    if command != "index":  # a channel as another tool indexed it
+        asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    indexed = {p: p.read_bytes() for p in channel.rglob("repodata.json")}
+    victim = _victim(tmp_path)
+    prefix = tmp_path / "a" / "b" / "prefix"
+    argv = {
+        "index": ["channel", "index", str(channel)],
+        "install": ["channel", "install", str(channel), "evil", "--prefix", str(prefix)],
+        "upload": ["upload", str(channel), "--to", "prefix", "--channel", "c", "--url", "http://127.0.0.1:9"],
+        "build": ["build", "--render-only", "-c", channel.resolve().as_uri()],
+        # the output folder already holds it: the build stops before its first step
+        "build-into": build_args("toy-multi", channel, *native_args(make_empty_channel(tmp_path / "empty"))),
+    }[command]
+    done = _run(argv, tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: its info/paths.json lists "
+        "'x/../../target': not a relative path without '..'"
+    )
+    assert victim.read_text() == "the original\n"
+    assert not prefix.exists()
+    assert {p: p.read_bytes() for p in channel.rglob("repodata.json")} == indexed
+    assert sorted(channel.rglob("*.tar.bz2")) + sorted(channel.rglob("*.conda")) == [package]
+
+
+def _good() -> list[Part]:
+    """What real packages hold: folders, versioned library links, a hard link, a link to another package."""
+    listed = ["lib/libz.so.1.3", "lib/libz.so.1", "lib/libz.so", "lib/libblas.so.3", "bin/tool", "bin/alias"]
+    return [
+        *info_members(listed),
+        header("lib", kind=tarfile.DIRTYPE),
+        *member("lib/libz.so.1.3", b"\x7fELF"),
+        *symlink("lib/libz.so.1", "libz.so.1.3"),
+        *symlink("lib/libz.so", "./libz.so.1"),
+        *symlink("lib/libblas.so.3", "libopenblas.so.0"),  # a file of the package it depends on
+        *member("bin/tool", b"#!/bin/sh\n"),
+        header("bin/alias", kind=tarfile.LNKTYPE, linkname="bin/tool"),
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
+def test_a_package_with_links_inside_its_prefix_is_indexed(suffix: str, tmp_path: Path) -> None:
+    parts = _good()
+    root, info = header("./", kind=tarfile.DIRTYPE), header("info", kind=tarfile.DIRTYPE)
+    # A .conda's tars as tar writers make them: the info tar with its folder, both with the root folder.
+    content = tar_bz2(parts) if suffix == ".tar.bz2" else conda([root, info, *parts[:4]], [root, *parts[4:]])
+    channel, _ = channel_with(tmp_path, f"{STEM}{suffix}", content)
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{STEM}{suffix}" in (channel / "noarch" / "repodata.json").read_text()
+
+
+# (the package's members, the refusal after "<package> is refused, and was not used: ")
+BAD_PACKAGES: dict[str, tuple[list[Part], str]] = {
+    "absolute-symlink": (
+        [*info_members(["lib/libz.so"]), *symlink("lib/libz.so", "/etc/passwd")],
+        "member 'lib/libz.so' is a symlink to the absolute path '/etc/passwd'",
+    ),
+    "symlink-up": (
+        [*info_members(["lib/passwd"]), *symlink("lib/passwd", "../../etc/passwd")],
+        "member 'lib/passwd' is a symlink to '../../etc/passwd', which leads outside the prefix",
+    ),
+    # As text lib/up/../../etc is etc, inside; through the package's own link up -> .. it is the prefix's parent.
+    "symlink-through-a-symlink": (
+        [*info_members(["lib/up", "lib/x"]), *symlink("lib/up", ".."), *symlink("lib/x", "up/../../etc")],
+        "member 'lib/x' is a symlink to 'up/../../etc', which leads outside the prefix",
+    ),
+    "symlink-loop": (
+        [*info_members(["a", "b"]), *symlink("a", "b"), *symlink("b", "a")],
+        "member 'a' is a symlink to 'b', which leads outside the prefix",
+    ),
+    "member-below-a-symlink": (
+        [*info_members(["x/file"]), *symlink("x", "lib"), *member("x/file", b"")],
+        "member 'x/file' lies below the package's symlink 'x': the installer would write through it",
+    ),
+    "dotdot-member": (
+        [*info_members(), *member("lib/../../evil", b"")],
+        "member 'lib/../../evil' is a path with '..'",
+    ),
+    "absolute-member": (
+        [*info_members(), *member("/tmp/evil", b"")],
+        "member '/tmp/evil' is an absolute path",
+    ),
+    "paths-json-absolute": (
+        [*info_members(["/etc/passwd"])],
+        "its info/paths.json lists '/etc/passwd': not a relative path without '..'",
+    ),
+    "paths-json-not-held": (
+        [*info_members(["lib/ghost"])],
+        "its info/paths.json lists 'lib/ghost', which is no file or link the package holds",
+    ),
+    "hard-link-to-nothing": (
+        [*info_members(["bin/h"]), header("bin/h", kind=tarfile.LNKTYPE, linkname="bin/nothing")],
+        "member 'bin/h' is a hard link to 'bin/nothing', which is no earlier file of the archive",
+    ),
+    "pax-path-and-gnu-long-name": (
+        [
+            *info_members(),
+            *gnu_long_name("lib/seen-by-tarfile"),
+            *pax({"path": "lib/seen-by-rust"}),
+            *member("lib/x", b""),
+        ],
+        (
+            "member 'lib/seen-by-rust' has both a PAX path and a GNU long name ('lib/seen-by-tarfile'): readers "
+            "take different ones"
+        ),
+    ),
+    "index-json-twice": (
+        [*info_members(), *member("info/index.json", json.dumps(INDEX | {"name": "other"}).encode())],
+        (
+            "member 'info/index.json' (file) is a second member at a path already held (file): readers keep "
+            "different ones"
+        ),
+    ),
+    "file-and-link": (
+        [*info_members(["lib/a"]), *member("lib/a", b""), *symlink("lib/a", "b")],
+        "member 'lib/a' (symlink) is a second member at a path already held (file): readers keep different ones",
+    ),
+    "entry-point-out": (
+        [
+            *info_members(),
+            *member(
+                "info/link.json", json.dumps({"noarch": {"entry_points": ["../../evil = m:f"]}}).encode()
+            ),
+        ],
+        "its info/link.json names the entry point '../../evil = m:f', not a plain file name",
+    ),
+    "legacy-files-dotdot": (
+        [*info_members(extra=False), *member("info/files", b"lib/ok\n../../evil\n"), *member("lib/ok", b"")],
+        "its info/files lists '../../evil': not a relative path without '..'",
+    ),
+    "fifo": ([*info_members(), header("lib/pipe", kind=tarfile.FIFOTYPE)], "member 'lib/pipe' is a FIFO"),
+    "device": (
+        [*info_members(), header("lib/tty", kind=tarfile.CHRTYPE)],
+        "member 'lib/tty' is a device file",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_PACKAGES)
+def test_a_package_that_leads_out_or_reads_two_ways_is_refused_naming_the_member(
+    case: str, tmp_path: Path
+) -> None:
+    parts, why = BAD_PACKAGES[case]
+    channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(parts))
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    line = _one_error(done)
+    assert line.startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
+    ), line
+    assert not (channel / "noarch" / "repodata.json").exists()
+
+
+def test_a_conda_with_a_flipped_byte_where_no_reader_looks_is_damaged(tmp_path: Path) -> None:
+    """Every zip member passes its CRC-32, metadata.json too (the tars alone would not show this one)."""
+    content = conda(_good()[:4], _good()[4:])
+    flipped = content.replace(b'"conda_pkg_format_version"', b'"conda_pkg_format_versioN"', 1)
+    assert flipped != content
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", flipped)
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is damaged ('metadata.json' fails its checksum): it is not a whole "
+        "conda package"
+    )
