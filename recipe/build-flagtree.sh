@@ -140,8 +140,11 @@ strip_g() {
   done
   echo "${kept[*]}"
 }
-CFLAGS="$(strip_g "${CFLAGS:-}")"
-CXXFLAGS="$(strip_g "${CXXFLAGS:-}")"
+# Reproducible packages (docs/building.md): the build's folders, which differ from build to build, are mapped
+# out of what the compilers write into objects (__FILE__, assertion messages, any debug line left).
+prefix_maps="-ffile-prefix-map=${SRC_DIR}=/usr/src/flagtree -ffile-prefix-map=${BUILD_PREFIX}=/usr/local/build_env"
+CFLAGS="$(strip_g "${CFLAGS:-}") ${prefix_maps}"
+CXXFLAGS="$(strip_g "${CXXFLAGS:-}") ${prefix_maps}"
 LDFLAGS="${LDFLAGS:-} -Wl,-S"
 export CFLAGS CXXFLAGS LDFLAGS
 

@@ -64,6 +64,12 @@ cmake_args=(
   -DCMAKE_INSTALL_PREFIX="${llvm_prefix}"
   -DCMAKE_INSTALL_LIBDIR=lib
 )
+# Reproducible packages (docs/building.md): the build's folders, which differ from build to build, are mapped
+# out of what the compilers write into the archives (__FILE__ in LLVM's assertion and diagnostic strings).
+prefix_maps="-ffile-prefix-map=${SRC_DIR}=/usr/src/llvm -ffile-prefix-map=${BUILD_PREFIX}=/usr/local/build_env"
+CFLAGS="${CFLAGS:-} ${prefix_maps}"
+CXXFLAGS="${CXXFLAGS:-} ${prefix_maps}"
+export CFLAGS CXXFLAGS
 
 # Cross-compiling (build_platform != target_platform, e.g. conda-forge's linux_64 -> linux_aarch64): LLVM runs
 # its tablegens while it builds, so they are built first for the build machine, with its compilers, in a
