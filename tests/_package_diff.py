@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import zstandard
@@ -57,9 +57,9 @@ def differing_members(one: Path, other: Path) -> list[str]:
     return sorted(name for name in set(left) | set(right) if left.get(name) != right.get(name))
 
 
-def first_difference(one: Path, other: Path) -> str:
-    """One paragraph naming the first member that differs and its first differing bytes; "" when the two
-    files are the same bytes."""
+def first_difference(one: Path, other: Path, among: Collection[str] | None = None) -> str:
+    """One paragraph naming the first member that differs (of ``among``, when given) and its first differing
+    bytes; "" when the two files are the same bytes."""
     if one.read_bytes() == other.read_bytes():
         return ""
     left, right = dict(members(one)), dict(members(other))
@@ -70,9 +70,10 @@ def first_difference(one: Path, other: Path) -> str:
         return f"{one.name}: the same members in another order"
     for name, data in left.items():
         theirs = right[name]
-        if data != theirs:
+        if data != theirs and (among is None or name in among):
             at = next(
-                (i for i, (a, b) in enumerate(zip(data, theirs)) if a != b), min(len(data), len(theirs))
+                (i for i, (a, b) in enumerate(zip(data, theirs, strict=False)) if a != b),
+                min(len(data), len(theirs)),
             )
             return (
                 f"{one.name}: {name} differs at byte {at} (sizes {len(data)}, {len(theirs)}):\n"
