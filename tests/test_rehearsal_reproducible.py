@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from _package_diff import differing_members, diffoscope_report, first_difference
+from _package_diff import diffoscope_report, first_difference, unexplained
 from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_sources import ROOT, Sources
 
@@ -36,33 +36,6 @@ def _host(umask: int, locale: str, tz: str) -> Iterator[None]:
             yield
     finally:
         os.umask(old)
-
-
-# What still differs between two builds in different folders, each for a reason the toolkit cannot take out
-# after the engine (docs/building.md, "Reproducible packages"): compared, these would fail every run.
-# - ELF files: the linker's build-id hashes the run path conda's LDFLAGS give (the host prefix, under the
-#   staging folder), which the engine rewrites to $ORIGIN only after the link;
-# - .pyc files: the engine compiles them in the host prefix, whose path is in each code object;
-# - pip's direct_url.json (the work folder it installed from) and RECORD (the hashes of the two above);
-# - the records that list those files' hashes: info/paths.json, the engine's rendered_recipe.yaml (which also
-#   lists flagtree-llvm's hash among flagtree-cpu's host packages) and the SBOM (the same).
-KNOWN_REMAINING = (".pyc", "/direct_url.json", ".dist-info/RECORD", "info/paths.json", "rendered_recipe.yaml",
-                   ".cdx.json")  # fmt: skip
-
-
-def _unexplained(one: Path, other: Path) -> list[str]:
-    """The members that differ for none of the reasons of KNOWN_REMAINING."""
-    from _package_diff import members  # noqa: PLC0415
-
-    left = dict(members(one))
-    found = []
-    for name in differing_members(one, other):
-        bare = name.removesuffix(" (tar header)")
-        content = left.get(bare, b"")
-        if bare.endswith(KNOWN_REMAINING) or content.startswith(b"\x7fELF"):
-            continue
-        found.append(name)
-    return found
 
 
 def _build_all(
@@ -89,10 +62,10 @@ def _compare(first: dict[str, Path], second: dict[str, Path]) -> list[str]:
         if one.name != other.name:
             differences.append(f"{name}: built as {one.name}, then as {other.name}")
             continue
-        unexplained = _unexplained(one, other)
-        found = first_difference(one, other, among=unexplained) if unexplained else ""
+        found_members = unexplained(one, other)
+        found = first_difference(one, other, among=found_members) if found_members else ""
         if found:
-            found = f"{one.name}: differing members: {', '.join(unexplained[:8])}\n{found}"
+            found = f"{one.name}: differing members: {', '.join(found_members[:8])}\n{found}"
             differences.append(
                 found + ("\n" + diffoscope_report(one, other) if diffoscope_report(one, other) else "")
             )
