@@ -140,9 +140,10 @@ strip_g() {
   done
   echo "${kept[*]}"
 }
-# Reproducible packages (docs/building.md): the build's folders, which differ from build to build, are mapped
+# Reproducible packages (docs/building.md): the build's folder (the engine's work folder SRC_DIR and the
+# build and host prefixes beside it), which differs from build to build, is mapped
 # out of what the compilers write into objects (__FILE__, assertion messages, any debug line left).
-prefix_maps="-ffile-prefix-map=${SRC_DIR}=/usr/src/flagtree -ffile-prefix-map=${BUILD_PREFIX}=/usr/local/build_env"
+prefix_maps="-ffile-prefix-map=$(dirname "${SRC_DIR}")=/usr/src/flagtree-build"
 CFLAGS="$(strip_g "${CFLAGS:-}") ${prefix_maps}"
 CXXFLAGS="$(strip_g "${CXXFLAGS:-}") ${prefix_maps}"
 LDFLAGS="${LDFLAGS:-} -Wl,-S"
