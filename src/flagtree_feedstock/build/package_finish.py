@@ -38,7 +38,8 @@ from typing import Any
 import yaml
 import zstandard
 
-from .local_paths import INFO_ZSTD_LEVEL, _replacing
+from .local_paths import INFO_ZSTD_LEVEL, LOCAL, _replacing
+from .normalise import content_build_id, fix_records, replace_build_folder
 from .sbom import sbom_path
 
 # The pkg archive's level: rattler-build's own for .conda (build_configuration.packaging_settings: 15).
@@ -50,6 +51,12 @@ PLACEHOLDER_UNIT = "_placehold"
 _STARTED = re.compile(r"^(\s*timestamp: )\d{4}-\d\d-\d\dT[\d:.]+Z$", re.MULTILINE)
 
 # The package's info/index.json, the engine's record (rendered_recipe.yaml) and the epoch -> its SBOM.
+# A list of `- spec: ...` mappings (finalized_dependencies' run depends and constraints), and one of them.
+_SPEC_ITEM = re.compile(r"^( *)- spec: .*\n(?:\1  (?!- )\S.*\n)*", re.MULTILINE)
+_SPEC_RUN = re.compile(
+    r"(?:^( *)- spec: .*\n(?:\1  (?!- )\S.*\n)*)(?:\1- spec: .*\n(?:\1  (?!- )\S.*\n)*)+", re.MULTILINE
+)
+
 SbomWriter = Callable[[dict[str, Any], dict[str, Any], int], str]
 
 
@@ -104,10 +111,75 @@ def _add_file(members: list[_Member], path: str, data: bytes, mode: int = 0o644)
     )
 
 
-def finish_package(package: Path, write_sbom: SbomWriter) -> bool:
+def _canonical_placeholders(paths: dict[str, Any], contents: dict[str, _Member]) -> set[str]:
+    """The host prefix each file is recorded with for relocation becomes a placeholder of its own length, in
+    the file and its record; the prefixes replaced."""
+    placeholders = {e["prefix_placeholder"] for e in paths["paths"] if e.get("prefix_placeholder")}
+    for prefix in placeholders:
+        canonical = canonical_prefix(prefix)
+        for entry in paths["paths"]:
+            if entry.get("prefix_placeholder") != prefix:
+                continue
+            member = contents.get(entry["_path"])
+            if member is not None and member.data is not None:
+                member.data = member.data.replace(prefix.encode(), canonical.encode())
+            entry["prefix_placeholder"] = canonical
+    return placeholders
+
+
+def _without_build_folder(contents: dict[str, _Member], build_dir: str, build_root: Path | None) -> None:
+    """The build folder out of every file where no compiler flag reaches, then ELF build-ids from the content
+    (normalise.py). ``build_dir``: the engine's record of it, whose staging folder reads ``local`` by then."""
+    if build_root is not None and build_dir.startswith(f"{LOCAL}/"):
+        folder = str(build_root) + build_dir.removeprefix(LOCAL)
+        current = {name: m.data for name, m in contents.items() if m.data is not None}
+        for name, data in replace_build_folder(current, folder, canonical_prefix(folder)).items():
+            contents[name].data = data
+    for member in contents.values():
+        if member.data is not None:
+            member.data = content_build_id(member.data)
+
+
+def _update_records(contents: dict[str, _Member], paths: dict[str, Any], before: dict[str, bytes]) -> None:
+    """Each RECORD, then ``info/paths.json``, given the hash and size of every file that changed."""
+    current = {name: m.data for name, m in contents.items() if m.data is not None}
+    changed = {name: data for name, data in current.items() if before.get(name) != data}
+    for name, data in fix_records(current, changed).items():
+        contents[name].data = changed[name] = data
+    for entry in paths["paths"]:
+        content = changed.get(entry["_path"])
+        if content is not None:
+            entry["sha256"] = hashlib.sha256(content).hexdigest()
+            if "size_in_bytes" in entry:
+                entry["size_in_bytes"] = len(content)
+
+
+def _restamp(text: str, name: str, epoch: int) -> str:
+    """The engine's record of the build with its start time and build folder name at ``epoch``."""
+    stamp = datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = _STARTED.sub(lambda m: f"{m.group(1)}{stamp}", text)
+    text = re.sub(rf"(rattler-build_{re.escape(name)}_)\d+", rf"\g<1>{epoch}", text)
+    # The host prefix is padded to a fixed length, so its padding depends on where the build ran.
+    text = re.sub(r"(host_env)_placehold\w*", r"\1_placehold", text)
+    # The run exports each list is in a hash map's order: each run of `- spec:` items sorted.
+    return _SPEC_RUN.sub(lambda m: "".join(sorted(i.group(0) for i in _SPEC_ITEM.finditer(m.group(0)))), text)
+
+
+def _add_sbom(pkg: list[_Member], paths: dict[str, Any], name: str, document: bytes) -> None:
+    path = sbom_path(name)
+    _add_file(pkg, path, document)
+    record = {"_path": path, "path_type": "hardlink", "sha256": hashlib.sha256(document).hexdigest(),
+              "size_in_bytes": len(document)}  # fmt: skip
+    paths["paths"] = sorted(
+        [e for e in paths["paths"] if e["_path"] != path] + [record], key=lambda e: e["_path"]
+    )
+
+
+def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | None = None) -> bool:
     """Rewrite ``package`` (a ``.conda``) as the module's docstring says, atomically, when its recipe declares
     ``extra.source_date_epoch`` (this feedstock's does); whether it did. A recipe without it (the toolkit's
-    toy recipes) is left as the engine wrote it."""
+    toy recipes) is left as the engine wrote it. ``build_root``: the engine's output folder (the staging
+    folder), which the engine's record names ``local`` by then (local_paths.py)."""
     with zipfile.ZipFile(package) as archive:
         names = archive.namelist()
         entries = {name: archive.read(name) for name in names}
@@ -123,19 +195,12 @@ def finish_package(package: Path, write_sbom: SbomWriter) -> bool:
     if epoch is None:
         return False
 
-    # The host prefix, as recorded for relocation, becomes a placeholder of its own length.
-    placeholders = {e["prefix_placeholder"] for e in paths["paths"] if e.get("prefix_placeholder")}
     contents = {m.info.name: m for m in pkg}
-    for prefix in placeholders:
-        canonical = canonical_prefix(prefix)
-        for entry in paths["paths"]:
-            if entry.get("prefix_placeholder") != prefix:
-                continue
-            member = contents.get(entry["_path"])
-            if member is not None and member.data is not None:
-                member.data = member.data.replace(prefix.encode(), canonical.encode())
-                entry["sha256"] = hashlib.sha256(member.data).hexdigest()
-            entry["prefix_placeholder"] = canonical
+    before = {name: m.data for name, m in contents.items() if m.data is not None}
+    _canonical_placeholders(paths, contents)
+    directories = (rendered.get("build_configuration") or {}).get("directories") or {}
+    _without_build_folder(contents, str(directories.get("build_dir") or ""), build_root)
+    _update_records(contents, paths, before)
 
     # The engine's clock: index.json's timestamp (milliseconds), and the engine's record of the build.
     index["timestamp"] = epoch * 1000
@@ -144,29 +209,11 @@ def finish_package(package: Path, write_sbom: SbomWriter) -> bool:
         if key in index:
             index[key] = sorted(index[key])
     if rendered_member is not None:
-        text = (rendered_member.data or b"").decode("utf-8")
-        stamp = datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        text = _STARTED.sub(lambda m: f"{m.group(1)}{stamp}", text)
-        text = re.sub(rf"(rattler-build_{re.escape(str(index['name']))}_)\d+", rf"\g<1>{epoch}", text)
-        # The host prefix is padded to a fixed length, so its padding depends on where the build ran.
-        text = re.sub(r"(host_env)_placehold\w*", r"\1_placehold", text)
-        rendered_member.data = text.encode("utf-8")
+        rendered_member.data = _restamp(
+            (rendered_member.data or b"").decode("utf-8"), str(index["name"]), epoch
+        ).encode()
 
-    document = write_sbom(index, rendered, epoch).encode("utf-8")
-    path = sbom_path(str(index["name"]))
-    _add_file(pkg, path, document)
-    paths["paths"] = sorted(
-        [e for e in paths["paths"] if e["_path"] != path]
-        + [
-            {
-                "_path": path,
-                "path_type": "hardlink",
-                "sha256": hashlib.sha256(document).hexdigest(),
-                "size_in_bytes": len(document),
-            }
-        ],
-        key=lambda e: e["_path"],
-    )
+    _add_sbom(pkg, paths, str(index["name"]), write_sbom(index, rendered, epoch).encode("utf-8"))
     by_name["info/index.json"].data = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
     by_name["info/paths.json"].data = (json.dumps(paths, indent=2, sort_keys=True) + "\n").encode()
 

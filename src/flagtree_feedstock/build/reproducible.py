@@ -24,5 +24,5 @@ def finish_new_packages(
     changed = False
     for package in package_files(staging):
         if package.name not in seeded and package.name.endswith(".conda"):
-            changed |= finish_package(package, write)
+            changed |= finish_package(package, write, build_root=staging)
     return changed
