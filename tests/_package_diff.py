@@ -8,23 +8,19 @@ two different sha256. diffoscope (PyPI), where installed, is run on the two file
 from __future__ import annotations
 
 import bz2
+import hashlib
 import io
-import json
 import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import zstandard
 
 CONTEXT = 16  # bytes shown from each side, from the first that differs
-# What still differs between two builds in different folders (docs/building.md, "Reproducible packages"):
-# the .pyc files the engine compiles in the host prefix, whose path (its length with it) is in each code
-# object, and so their sha256 in info/paths.json. The checks name every other difference.
-KNOWN_REMAINING = (".pyc",)
 
 
 def _tar_members(data: bytes, prefix: str) -> Iterator[tuple[str, bytes]]:
@@ -57,42 +53,9 @@ def members(package: Path) -> Iterator[tuple[str, bytes]]:
                 yield info.filename, data
 
 
-def differing_members(one: Path, other: Path) -> list[str]:
-    """The names of the members whose bytes differ between the two packages (both sides' members)."""
-    left, right = dict(members(one)), dict(members(other))
-    return sorted(name for name in set(left) | set(right) if left.get(name) != right.get(name))
-
-
-def _same_paths_but_pyc(one: Path, other: Path) -> bool:
-    """The two packages' info/paths.json list the same files the same way, but for the .pyc files' hashes."""
-
-    def listed(package: Path) -> list[dict[str, object]]:
-        (data,) = [d for name, d in members(package) if name.endswith(":info/paths.json")]
-        entries = json.loads(data)["paths"]
-        return [
-            {k: v for k, v in e.items() if not str(e["_path"]).endswith(KNOWN_REMAINING) or k == "_path"}
-            for e in entries
-        ]
-
-    return listed(one) == listed(other)
-
-
-def unexplained(one: Path, other: Path) -> list[str]:
-    """The members that differ for none of the reasons of :data:`KNOWN_REMAINING`."""
-    found = []
-    for name in differing_members(one, other):
-        bare = name.removesuffix(" (tar header)")
-        if bare.endswith(KNOWN_REMAINING) or (
-            bare.endswith("info/paths.json") and _same_paths_but_pyc(one, other)
-        ):
-            continue
-        found.append(name)
-    return found
-
-
-def first_difference(one: Path, other: Path, among: Collection[str] | None = None) -> str:
-    """One paragraph naming the first member that differs (of ``among``, when given) and its first differing
-    bytes; "" when the two files are the same bytes."""
+def first_difference(one: Path, other: Path) -> str:
+    """One paragraph naming the first member that differs and its first differing bytes; "" when the two
+    files are the same bytes."""
     if one.read_bytes() == other.read_bytes():
         return ""
     left, right = dict(members(one)), dict(members(other))
@@ -103,7 +66,7 @@ def first_difference(one: Path, other: Path, among: Collection[str] | None = Non
         return f"{one.name}: the same members in another order"
     for name, data in left.items():
         theirs = right[name]
-        if data != theirs and (among is None or name in among):
+        if data != theirs:
             at = next(
                 (i for i, (a, b) in enumerate(zip(data, theirs, strict=False)) if a != b),
                 min(len(data), len(theirs)),
@@ -128,7 +91,7 @@ def diffoscope_report(one: Path, other: Path) -> str:
 
 def main(argv: list[str]) -> int:
     """``python tests/_package_diff.py FIRST SECOND``: compare the packages of two channel folders (the
-    scheduled `reproducible` workflow); print each package's first unexplained difference; 1 when any."""
+    scheduled `reproducible` workflow); print each package's sha256 or its first difference; 1 when any."""
     first, second = Path(argv[0]), Path(argv[1])
     status = 0
     for one in sorted(first.glob("*/*.conda")):
@@ -137,9 +100,8 @@ def main(argv: list[str]) -> int:
             print(f"{one.name}: the second build made no such package")
             status = 1
             continue
-        found = unexplained(one, other)
-        same = "same bytes" if one.read_bytes() == other.read_bytes() else "same but for KNOWN_REMAINING"
-        print(f"{one.name}: {first_difference(one, other, among=found) if found else same}")
+        found = first_difference(one, other)
+        print(found or f"{one.name}: the same bytes, sha256 {hashlib.sha256(one.read_bytes()).hexdigest()}")
         if found:
             print(diffoscope_report(one, other))
             status = 1

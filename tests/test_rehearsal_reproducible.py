@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from _package_diff import diffoscope_report, first_difference, unexplained
+from _package_diff import diffoscope_report, first_difference
 from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_sources import ROOT, Sources
 
@@ -62,13 +62,10 @@ def _compare(first: dict[str, Path], second: dict[str, Path]) -> list[str]:
         if one.name != other.name:
             differences.append(f"{name}: built as {one.name}, then as {other.name}")
             continue
-        found_members = unexplained(one, other)
-        found = first_difference(one, other, among=found_members) if found_members else ""
+        found = first_difference(one, other)
         if found:
-            found = f"{one.name}: differing members: {', '.join(found_members[:8])}\n{found}"
-            differences.append(
-                found + ("\n" + diffoscope_report(one, other) if diffoscope_report(one, other) else "")
-            )
+            report = diffoscope_report(one, other)
+            differences.append(found + (f"\n{report}" if report else ""))
     return differences
 
 

@@ -14,7 +14,9 @@ deterministic mode (owner 0, normalised modes).
 - every time the engine stamped becomes ``SOURCE_DATE_EPOCH`` (the recipe's ``extra.source_date_epoch``);
 - the host prefix the engine built in (under the staging folder, so different for every build) becomes a
   placeholder of the same length in the files ``info/paths.json`` lists with it and in that record, so the
-  installer relocates them as before;
+  installer relocates them as before; the host prefix and the build folder where else they are, ELF
+  build-ids, and the ``RECORD`` files that hash them, as :mod:`.normalise` says;
+- the run exports the engine lists in a hash map's order are sorted (``index.json``, the engine's record);
 - the package's CycloneDX document (:mod:`.sbom`) is added at :func:`.sbom.sbom_path`, listed in
   ``info/paths.json`` with its sha256.
 
@@ -127,14 +129,26 @@ def _canonical_placeholders(paths: dict[str, Any], contents: dict[str, _Member])
     return placeholders
 
 
-def _without_build_folder(contents: dict[str, _Member], build_dir: str, build_root: Path | None) -> None:
+def _without_build_folder(
+    contents: dict[str, _Member], directories: dict[str, Any], build_root: Path | None
+) -> None:
     """The build folder out of every file where no compiler flag reaches, then ELF build-ids from the content
-    (normalise.py). ``build_dir``: the engine's record of it, whose staging folder reads ``local`` by then."""
-    if build_root is not None and build_dir.startswith(f"{LOCAL}/"):
-        folder = str(build_root) + build_dir.removeprefix(LOCAL)
+    (normalise.py). ``directories``: the engine's record of its folders, whose staging folder reads ``local``
+    by then. The host prefix first: the engine pads it to a fixed length wherever it builds, so a placeholder
+    as long is the same in every build, in binaries (the .pyc files' code objects) too."""
+    if build_root is None:
+        return
+    for key in ("host_prefix", "build_dir"):
+        recorded = str(directories.get(key) or "")
+        if not recorded.startswith(f"{LOCAL}/"):
+            continue
+        folder = str(build_root) + recorded.removeprefix(LOCAL)
         current = {name: m.data for name, m in contents.items() if m.data is not None}
         for name, data in replace_build_folder(current, folder, canonical_prefix(folder)).items():
             contents[name].data = data
+
+
+def _content_build_ids(contents: dict[str, _Member]) -> None:
     for member in contents.values():
         if member.data is not None:
             member.data = content_build_id(member.data)
@@ -199,7 +213,8 @@ def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | Non
     before = {name: m.data for name, m in contents.items() if m.data is not None}
     _canonical_placeholders(paths, contents)
     directories = (rendered.get("build_configuration") or {}).get("directories") or {}
-    _without_build_folder(contents, str(directories.get("build_dir") or ""), build_root)
+    _without_build_folder(contents, directories, build_root)
+    _content_build_ids(contents)
     _update_records(contents, paths, before)
 
     # The engine's clock: index.json's timestamp (milliseconds), and the engine's record of the build.
