@@ -79,24 +79,32 @@ def test_the_build_folder_leaves_text_and_binary_files() -> None:
 def test_record_lines_follow_the_files() -> None:
     record = (
         "../../../bin/tool,sha256=old,10\n"
+        "../../../bin/gone,sha256=old,10\n"
         "pkg-1.0.dist-info/direct_url.json,sha256=old,5\n"
         "pkg/__init__.py,sha256=kept,0\n"
         "pkg-1.0.dist-info/RECORD,,\n"
     )
-    new = b'{"url": "file:///usr/src/build"}'
+    url = b'{"url": "file:///usr/src/build"}'
+    script = b"#!/_placehold_placehold/bin/python\n"
+    site = "lib/python3.11/site-packages"
     contents = {
-        "lib/python3.11/site-packages/pkg-1.0.dist-info/RECORD": record.encode(),
-        "lib/python3.11/site-packages/pkg-1.0.dist-info/direct_url.json": new,
-        "lib/python3.11/site-packages/pkg/__init__.py": b"",
+        f"{site}/pkg-1.0.dist-info/RECORD": record.encode(),
+        f"{site}/pkg-1.0.dist-info/direct_url.json": url,
+        f"{site}/pkg/__init__.py": b"",
+        "bin/tool": script,
     }
-    changed = {"lib/python3.11/site-packages/pkg-1.0.dist-info/direct_url.json": new}
+    changed = {f"{site}/pkg-1.0.dist-info/direct_url.json": url, "bin/tool": script}
     (fixed,) = fix_records(contents, changed).values()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(new).digest()).rstrip(b"=").decode()
+
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
     assert (
         fixed.decode().splitlines()
         == [
-            "../../../bin/tool,,",  # not in the package (lib/python3.11/site-packages/../../../bin/tool = bin/tool)
-            f"pkg-1.0.dist-info/direct_url.json,sha256={digest},{len(new)}",
+            f"../../../bin/tool,sha256={digest(script)},{len(script)}",  # site-packages/../../../bin/tool = bin/tool
+            "../../../bin/gone,,",  # not in the package (a noarch package's entry point, written at install)
+            f"pkg-1.0.dist-info/direct_url.json,sha256={digest(url)},{len(url)}",
             "pkg/__init__.py,sha256=kept,0",
             "pkg-1.0.dist-info/RECORD,,",
         ]
