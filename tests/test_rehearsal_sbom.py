@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -56,3 +57,31 @@ def test_every_package_carries_a_checked_sbom(tmp_path: Path, sources: Sources, 
     assert host["flagtree-llvm"]["purl"].endswith(
         f"?build={built['flagtree-llvm'].name.rsplit('-', 1)[1][:-6]}&subdir=linux-aarch64"
     )
+
+
+def test_the_sbom_changes_when_a_pin_changes(tmp_path: Path, sources: Sources, stub_channel: Path) -> None:
+    """flagtree-doctor built twice, the second time with a variant file that moves sleef_commit (as `-m` does):
+    the same package name (the doctor does not use that pin), another document, so another package file."""
+    base = write_variants(ROOT, sources, tmp_path / "variants.yaml")
+    moved = tmp_path / "moved.yaml"
+    variants = yaml.safe_load(base.read_text())
+    variants["sleef_commit"] = ["0000000000000000000000000000000000000001"]
+    moved.write_text(yaml.safe_dump(variants, sort_keys=False))
+    documents = []
+    for name, variant_file in (("one", base), ("two", moved)):
+        (package,) = build(
+            ROOT, variant_file, tmp_path / name, stub_channel, names=["flagtree-doctor"], test=False
+        )
+        (document,) = [d for m, d in members(package) if m.endswith(":" + sbom_path("flagtree-doctor"))]
+        documents.append((package.name, json.loads(document)))
+    (first_name, first), (second_name, second) = documents
+    assert first_name == second_name
+
+    def pins(bom: dict[str, Any]) -> dict[str, str]:
+        return {p["name"].rsplit(":", 1)[1]: p["value"] for p in bom["metadata"]["properties"]}
+
+    assert pins(second)["sleef_commit"] == "0000000000000000000000000000000000000001"
+    assert {k: v for k, v in pins(first).items() if k != "sleef_commit"} == {
+        k: v for k, v in pins(second).items() if k != "sleef_commit"
+    }
+    assert first["serialNumber"] != second["serialNumber"]
