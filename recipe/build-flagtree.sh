@@ -140,8 +140,12 @@ strip_g() {
   done
   echo "${kept[*]}"
 }
-CFLAGS="$(strip_g "${CFLAGS:-}")"
-CXXFLAGS="$(strip_g "${CXXFLAGS:-}")"
+# Reproducible packages (docs/building.md): the build's folder (the engine's work folder SRC_DIR and the
+# build and host prefixes beside it), which differs from build to build, is mapped
+# out of what the compilers write into objects (__FILE__, assertion messages, any debug line left).
+prefix_maps="-ffile-prefix-map=$(dirname "${SRC_DIR}")=/usr/src/flagtree-build"
+CFLAGS="$(strip_g "${CFLAGS:-}") ${prefix_maps}"
+CXXFLAGS="$(strip_g "${CXXFLAGS:-}") ${prefix_maps}"
 LDFLAGS="${LDFLAGS:-} -Wl,-S"
 export CFLAGS CXXFLAGS LDFLAGS
 

@@ -64,6 +64,17 @@ cmake_args=(
   -DCMAKE_INSTALL_PREFIX="${llvm_prefix}"
   -DCMAKE_INSTALL_LIBDIR=lib
 )
+# Reproducible packages (docs/building.md): the build's folder (the engine's work folder SRC_DIR and the
+# build and host prefixes beside it), which differs from build to build, is mapped
+# out of what the compilers write into the archives (__FILE__ in LLVM's assertion and diagnostic strings).
+# A folder with a blank cannot be one flag (CMake splits CFLAGS at blanks); conda's own flags cannot hold one
+# either, and flagtree-feedstock never builds in one (build/output_dir.py, staging_parent).
+build_root="$(dirname "${SRC_DIR}")"
+if [[ "${build_root}" != *[[:space:]]* ]]; then
+  CFLAGS="${CFLAGS:-} -ffile-prefix-map=${build_root}=/usr/src/llvm-build"
+  CXXFLAGS="${CXXFLAGS:-} -ffile-prefix-map=${build_root}=/usr/src/llvm-build"
+  export CFLAGS CXXFLAGS
+fi
 
 # Cross-compiling (build_platform != target_platform, e.g. conda-forge's linux_64 -> linux_aarch64): LLVM runs
 # its tablegens while it builds, so they are built first for the build machine, with its compilers, in a

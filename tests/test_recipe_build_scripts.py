@@ -294,8 +294,12 @@ def test_build_flagtree_exports(standin):
     assert install_prefixes and all(_inside(p, src) for p in install_prefixes)
     assert env["FLAGTREE_WHEEL_VERSION"] == "0.6.0"
     # The -g flags go; the rest stays as it was, a path with a space in it whole.
-    assert env["CFLAGS"] == f"-ftree-vectorize -fPIC -O2 -pipe -isystem {prefix}/include"
-    assert env["CXXFLAGS"] == f"-fPIC -O2 -fvisibility-inlines-hidden -fdebug-prefix-map={src}=/usr/src"
+    # The build folder (SRC_DIR's parent) mapped out of the objects: reproducible packages (docs/building.md).
+    mapped = f"-ffile-prefix-map={Path(src).parent}=/usr/src/flagtree-build"
+    assert env["CFLAGS"] == f"-ftree-vectorize -fPIC -O2 -pipe -isystem {prefix}/include {mapped}"
+    assert (
+        env["CXXFLAGS"] == f"-fPIC -O2 -fvisibility-inlines-hidden -fdebug-prefix-map={src}=/usr/src {mapped}"
+    )
     assert env["LDFLAGS"].split() == ["-Wl,-O2", "-Wl,--as-needed", "-Wl,-S"]
     # setup.py must not find FlagTree's git checkout (it would append .git<sha> to the version).
     assert not Path(env["GIT_DIR"]).exists()

@@ -85,7 +85,7 @@ def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_there_are_the_build_and_bump_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["build.yml", "bump.yml"]
+    assert [p.name for p in WORKFLOWS] == ["build.yml", "bump.yml", "reproducible.yml"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, TextIO, cast
+from typing import IO, Any, TextIO, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -122,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--json", action="store_true", help="with --render-only: print JSON")
     build.add_argument(
+        "--sbom",
+        type=Path,
+        metavar="DIR",
+        help="with --render-only: write the CycloneDX SBOM each selected package would carry into DIR",
+    )
+    build.add_argument(
         "--llvm-archive",
         metavar="PATH|URL",
         help="install flagtree-llvm from Triton's prebuilt LLVM archive (a .tar.gz, the folder it unpacked "
@@ -211,6 +217,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LABEL",
         help="anaconda.org label (repeatable) [main]",
     )
+    _add_staged_recipes_parser(sub)
+    sbom = sub.add_parser("sbom", help="summarise a built package's SBOM and check it against the package")
+    sbom.add_argument("package", type=Path, metavar="PACKAGE_FILE", help="a .conda file the build wrote")
+    add_bump_parser(sub)
+    # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
+    sub.add_parser(
+        "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
+    )
+    sub.add_parser(
+        "verify", help="run the flagtree-cpu package test (same as flagtree-verify)", add_help=False
+    )
+    return parser
+
+
+def _add_staged_recipes_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers action has no public type
+    """Add the ``staged-recipes`` subcommand to the CLI's subparsers."""
     staged = sub.add_parser(
         "staged-recipes",
         help="write recipes/flagtree-cpu/ as a conda-forge staged-recipes pull request holds it",
@@ -230,15 +252,6 @@ def _parser() -> argparse.ArgumentParser:
         "--output", type=Path, required=True, metavar="DIR", help="a staged-recipes clone, or a new folder"
     )
     staged.add_argument("--recipe-dir", type=Path, default=Path("recipe"), help="the recipe folder [recipe]")
-    add_bump_parser(sub)
-    # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
-    sub.add_parser(
-        "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
-    )
-    sub.add_parser(
-        "verify", help="run the flagtree-cpu package test (same as flagtree-verify)", add_help=False
-    )
-    return parser
 
 
 def main(  # noqa: PLR0911 - a return per command
@@ -266,6 +279,12 @@ def main(  # noqa: PLR0911 - a return per command
             return run_bump(args, out)
         if args.command == "staged-recipes":
             return _staged_recipes(args, out)
+        if args.command == "sbom":
+            from .build.sbom_files import check_package  # noqa: PLC0415
+
+            for line in check_package(args.package).lines():
+                out.print(line, markup=False)
+            return 0
         return _upload(args, env, out) if args.command == "upload" else _channel(args, out)
     except (FeedstockError, OSError) as exc:  # an OSError: a path no check foresaw, named in one line
         error = exc if isinstance(exc, FeedstockError) else file_access_error(exc)
@@ -356,6 +375,13 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
     if args.render_only:
         _print_rendered(selected, out, as_json=args.json, rendered=len(outputs), archive=archive)
+        if args.sbom is not None:
+            from .build.sbom_files import write_rendered  # noqa: PLC0415
+
+            for path in write_rendered(
+                selected, options.recipe_dir, files, subdir=options.target_platform, folder=args.sbom
+            ):
+                err.print(f"wrote {path}", markup=False)
         return 0
     build_platform = check_can_build(options.target_platform, options.build_platform, host_platform())
     if options.tool == "rattler-build":
@@ -409,6 +435,11 @@ def _check_build_flags(args: argparse.Namespace, options: BuildOptions) -> None:
     if args.json and not args.render_only:
         raise ConfigurationError(
             "--json works only with --render-only", fix="add --render-only or drop --json"
+        )
+    if args.sbom is not None and not args.render_only:
+        raise ConfigurationError(
+            "--sbom works only with --render-only (a build puts the SBOM into each package)",
+            fix="add --render-only or drop --sbom",
         )
     if options.force and args.render_only:
         raise ConfigurationError("--force does nothing with --render-only", fix="drop --force")

@@ -39,6 +39,7 @@ from .output_dir import (
     staging_dir,
 )
 from .plan import BuildStep
+from .reproducible import finish_new_packages
 
 LOGGER = logging.getLogger(__name__)
 # Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
@@ -152,6 +153,9 @@ def run_plan(
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths in what lands; the staging index then lists the rewritten files.
                 if scrub_new_packages(staging, known, channel_dir, channels):
+                    index_channel(staging, check=False)
+                # Each new package gets its SBOM and loses the engine's clock and folders (package_finish.py).
+                if finish_new_packages(staging, known, source.recipe.parent, source.variant_files):
                     index_channel(staging, check=False)
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
