@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,14 @@ from _toy import make_empty_channel
 # to the default in the commands the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run from the repository root, wherever pytest was started (``cd tests && python -m pytest`` too): the
+    commands the tests run read ``recipe/`` and ``conda_build_config.yaml`` from the working folder, as a
+    user's do. The paths given on the command line were resolved where pytest started."""
+    if Path.cwd() != config.rootpath:
+        os.chdir(config.rootpath)
 
 
 @pytest.fixture(autouse=True)
