@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _doctor_machine import as_this_machine
 from _stub_channel import write_package
 from _tools import TORCH_INSTALL, aarch64_gcc, require_module
 
@@ -146,8 +147,8 @@ def test_doctor_apply_and_undo(odd: Path, tmp_path: Path, encoding: str) -> None
     prefix = odd / "env"
     (prefix / "conda-meta").mkdir(parents=True)
     escaped = str(prefix).replace(ODD, ESCAPED[encoding])
-    env = {"CONDA_PREFIX": str(prefix)}
-    argv = ["flagtree-doctor", "--root", str(CIX), "--apply"]
+    env = {**as_this_machine(CIX), "CONDA_PREFIX": str(prefix)}
+    argv = ["flagtree-doctor", "--apply"]
     status, out, err = run(argv, tmp_path, encoding=encoding, env=env)
     no_traceback(out, err)
     assert status == 0

@@ -1,4 +1,4 @@
-"""Test hook for tests/test_doctor_interrupts.py: pause a real command at a chosen moment for a real SIGINT.
+"""Test hooks for real commands: a pause at a chosen moment for a real SIGINT, and a recorded machine as this one.
 
 Put this folder on ``PYTHONPATH`` and Python's ``site`` imports it at start-up. With ``FLAGTREE_TEST_PAUSE`` set
 to ``EVENT:TEXT`` it adds an audit hook (``sys.addaudithook``): the first audit event named EVENT whose first
@@ -9,6 +9,11 @@ temporary file, ``os.rename:`` any rename) creates the file ``FLAGTREE_TEST_READ
 KeyboardInterrupt raised in the sleep propagates out of the operation as one raised by the operation would.
 ``FLAGTREE_TEST_PAUSE=import:MODULE`` with ``FLAGTREE_TEST_PAUSE_SECONDS=0`` only marks a moment.
 Without ``FLAGTREE_TEST_PAUSE`` it does nothing; it is never installed outside the tests.
+
+With ``FLAGTREE_TEST_MACHINE`` set to a recorded tree (tests/data/doctor/...), the doctor reads this machine's
+``proc/`` and ``sys/`` from it, as ``--root`` does: ``flagtree-doctor --apply``, which ``--root`` refuses (another
+machine's settings), is then run for a big.LITTLE machine on any host. The doctor's CPU reading is the one
+``--root`` uses, tested on its own.
 """
 
 import os
@@ -31,3 +36,14 @@ if _SPEC:
         time.sleep(_SECONDS)
 
     sys.addaudithook(_pause)
+
+_MACHINE = os.environ.get("FLAGTREE_TEST_MACHINE", "")
+if _MACHINE:
+    from flagtree_doctor import model
+
+    _from_root = model.System.from_root.__func__
+
+    def _recorded(cls, root, env=None):
+        return _from_root(cls, root or Path(_MACHINE), env)
+
+    model.System.from_root = classmethod(_recorded)
