@@ -95,9 +95,8 @@ def check_environment(env: Mapping[str, str]) -> None:
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and name not in known:
             # Compared without the prefix every name shares, which alone would make FOO a near miss of TOOL.
-            close = difflib.get_close_matches(
-                name.removeprefix(ENV_PREFIX), [n.removeprefix(ENV_PREFIX) for n in suggested], n=1, cutoff=0.7
-            )
+            short = [n.removeprefix(ENV_PREFIX) for n in suggested]
+            close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), short, n=1, cutoff=0.7)
             hint = f"did you mean {ENV_PREFIX}{close[0]}?" if close else f"known: {', '.join(suggested)}"
             raise ConfigurationError(f"unknown environment variable {name}", fix=hint)
     for option, old in ENV_OLD_NAMES.items():
