@@ -111,7 +111,10 @@ def test_the_package_test_fails_where_the_toolkit_comes_along(venv: Path) -> Non
 
 def test_the_distribution_declares_what_the_root_declares() -> None:
     """The repository's editable install carries the same commands, from the same modules."""
-    import tomllib  # noqa: PLC0415 - Python 3.11+, as the test tier runs
+    if sys.version_info >= (3, 11):
+        import tomllib  # noqa: PLC0415 - the standard library's from 3.11
+    else:
+        import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]  # noqa: PLC0415 - 3.10: its backport, from the test extra
 
     own = tomllib.loads((DISTRIBUTION / "pyproject.toml").read_text())["project"]
     root = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
