@@ -40,10 +40,13 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-try:
-    import tomllib  # type: ignore[import-not-found, unused-ignore]  # mypy reads the code as Python 3.10
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    sys.exit("mutations/run.py needs Python 3.11 or newer (tomllib)")
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomllib's backport, which the test extra installs there
+    try:
+        import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]  # 3.10 only
+    except ModuleNotFoundError:
+        sys.exit('mutations/run.py needs Python 3.11 or newer, or tomli (pip install -e ".[test]")')
 
 ROOT = Path(__file__).resolve().parents[1]
 # The folders of the repository's import packages (pyproject.toml's [tool.setuptools.packages.find]).

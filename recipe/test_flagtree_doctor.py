@@ -1,7 +1,7 @@
 """flagtree-doctor package test, run by both recipes: every command the package installs works, on its own.
 
 The package holds the runtime diagnostics only (the repository's flagtree-doctor/ distribution): each console
-script it declares is on PATH and answers ``--help``, ``flagtree-doctor --list`` names the checks,
+script it declares is on PATH and answers ``--help`` and ``--version`` (the package's version), ``flagtree-doctor --list`` names the checks,
 ``flagtree-verify --json`` where FlagTree is absent is one JSON error object with exit status 2, and the
 build toolkit (``flagtree_feedstock``, py-rattler-build) is not installed with it.
 """
@@ -43,6 +43,12 @@ def check() -> list[str]:
         done = _run(path, "--help")
         if done.returncode != 0:
             errors.append(f"{name} --help exits {done.returncode}: {_last_line(done.stderr)}")
+    # The distribution's version is the package's (the recipe's, passed at build time): each command says it.
+    version = importlib.metadata.version(DISTRIBUTION)
+    for name in sorted(COMMANDS):
+        said = _run(name, "--version").stdout.strip()
+        if said != f"{name} {version}":
+            errors.append(f"{name} --version says {said!r}, not {name} {version}")
     listed = _run("flagtree-doctor", "--list")
     if listed.returncode != 0 or not listed.stdout.startswith("cpu-features"):
         errors.append(f"flagtree-doctor --list exits {listed.returncode}: {_last_line(listed.stderr)}")

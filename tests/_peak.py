@@ -1,4 +1,4 @@
-"""Run a console script and measure its own peak memory (tests/peak_hook): the issue's 600 MB bound."""
+"""Run a console script and measure its own peak memory (tests/interrupt_hook, ``FLAGTREE_TEST_PEAK``): the issue's 600 MB bound."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-HOOK = Path(__file__).parent / "peak_hook"
+HOOK = Path(__file__).parent / "interrupt_hook"
 # What a command may use at most on any input, however large (issue 28).
 LIMIT_KIB = 600 * 1024
 

@@ -47,6 +47,10 @@ PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 PY_FULL = f"{PY}.{sys.version_info.micro}"
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 SITE = f"lib/python{PY}/site-packages"
+# conda-forge's python build strings end in the implementation: ``_cpython`` up to 3.12, ``_cp313`` from 3.13 on
+# (beside the free-threaded ``_cp313t``), and the python entries of ../conda_build_config.yaml ask for exactly
+# that ("3.12.* *_cpython", "3.13.* *_cp313"); a stub with the other ending is not found by the solve.
+PY_IMPLEMENTATION = "cpython" if sys.version_info < (3, 13) else PY_TAG
 
 # conda-forge's versions: the compilers' newest release of each major (ctng-compiler-activation-feedstock's
 # gcc_version), the 2.17 sysroot, zlib 1.3.1 (the pin `zlib: 1`), pytorch 2.12 (the pin).
@@ -225,7 +229,7 @@ def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
         Stub(
             name="python",
             version=PY_FULL,
-            build="0_cpython",
+            build=f"0_{PY_IMPLEMENTATION}",
             weak=[python_abi],
             files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme},
             symlinks={"bin/python": str(interpreter), "bin/python3": "python", f"bin/python{PY}": "python"},

@@ -33,6 +33,7 @@ from _rehearsal_channel import (
     GCC_RELEASES,
     PY,
     PY_FULL,
+    PY_IMPLEMENTATION,
     SITE,
     STANDINS,
     TRIPLE,
@@ -51,7 +52,7 @@ QEMU_RUNTIME = ("ld-linux-aarch64.so.1", "libc.so.6")
 # The sysroots (glibc versions) a variant can ask for: the default and the LLVM archive's floor.
 SYSROOT_GLIBCS = ("2.17", "2.34")
 # conda-forge's cross-python_<target> build string is "<build number>_<python implementation>".
-CROSS_PYTHON_BUILD = "0_cpython"
+CROSS_PYTHON_BUILD = f"0_{PY_IMPLEMENTATION}"
 ACTIVATE = "etc/conda/activate.d"
 
 
@@ -76,7 +77,7 @@ def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Pat
     ninja.write_text("#!/bin/sh\n# Stand-in ninja: the stand-in cmake never calls it.\necho 1.12.1\n")
     gcc = GCC_RELEASES[gcc_major]
     runtime = f">={max(gcc_major, 12)}"
-    python_pin = f"python {PY}.* *_cpython"
+    python_pin = f"python {PY}.* *_{PY_IMPLEMENTATION}"
     sysroot = f"{TRIPLE}/sysroot"
     return [
         Stub(
@@ -147,7 +148,7 @@ def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Pat
         Stub(
             name="python",
             version=PY_FULL,
-            build="0_cpython",
+            build=f"0_{PY_IMPLEMENTATION}",
             files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme},
             symlinks={"bin/python": str(interpreter), "bin/python3": "python", f"bin/python{PY}": "python"},
         ),

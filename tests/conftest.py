@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,36 @@ from _toy import make_empty_channel
 # to the default in the commands the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# The user's cache folder, as tests/emulated/setup.sh finds it: where the emulated tier's sysroot was prepared.
+USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+RUN_CACHE = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run from the repository root, wherever pytest was started (``cd tests && python -m pytest`` too): the
+    commands the tests run read ``recipe/`` and ``conda_build_config.yaml`` from the working folder, as a
+    user's do. The paths given on the command line were resolved where pytest started.
+
+    Every cache the commands write under ``XDG_CACHE_HOME`` (rattler's package cache, the LLVM archive cache,
+    pip's) is this run's own, a new folder removed at the end: two runs by the same user (parallel branches, a
+    shared runner) never meet in ``~/.cache``, where a package of the same file name built by the other run,
+    or a half-written file of it, would stand in for this run's. The emulated tier's sysroot, which
+    tests/emulated/setup.sh prepared there, is read where it is, its link resolved once: a later setup.sh that
+    links another one leaves this run's in place.
+    """
+    if Path.cwd() != config.rootpath:
+        os.chdir(config.rootpath)
+    sysroot = USER_CACHE / "flagtree-feedstock" / "aarch64-sysroot"
+    os.environ.setdefault("FLAGTREE_AARCH64_SYSROOT", str(sysroot.resolve()))
+    config.stash[RUN_CACHE] = Path(tempfile.mkdtemp(prefix="flagtree-tests-cache-"))
+    os.environ["XDG_CACHE_HOME"] = str(config.stash[RUN_CACHE])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if RUN_CACHE in config.stash:
+        shutil.rmtree(config.stash[RUN_CACHE], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -101,6 +101,7 @@ def test_a_rebuilt_package_is_tested_with_its_own_tests(
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))  # the shared cache, ~/.cache/rattler, would be under it
     monkeypatch.delenv("RATTLER_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # conftest's cache of this run would stand for it
     out = tmp_path / "channel"
     args = [
         *build_args("toy-retest", out, "--target-platform", "linux-64", "--channel", empty_channel.as_uri())

@@ -23,10 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from _doctor_machine import as_this_machine
 from _tools import TORCH_INSTALL, require_module
 
 DATA = Path(__file__).parent / "data" / "doctor"
 CIX = DATA / "cix-p1-orion-o6"
+# --apply on the CIX P1 tree as this machine (tests/interrupt_hook, which start() puts on PYTHONPATH).
+MACHINE = {"FLAGTREE_TEST_MACHINE": str(CIX)}
 HOOK = Path(__file__).parent / "interrupt_hook"
 BIN = Path(sys.executable).parent
 HELD = 2.0  # seconds an operation pauses while Ctrl-C is held back (the test's SIGINT lands in them)
@@ -151,8 +154,8 @@ def applied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """What an uninterrupted ``--apply`` of the CIX P1 tree makes in an environment with nothing in etc/."""
     prefix = conda_env(tmp_path_factory.mktemp("applied") / "env")
     done = subprocess.run(
-        [_script("flagtree-doctor"), "--root", str(CIX), "--apply"],
-        env={**os.environ, "CONDA_PREFIX": str(prefix)},
+        [_script("flagtree-doctor"), "--apply"],
+        env={**as_this_machine(CIX), "CONDA_PREFIX": str(prefix)},
         capture_output=True,
         text=True,
         check=False,
@@ -171,10 +174,10 @@ def test_an_interrupt_while_apply_writes_lands_the_whole_set(
     """The signal is held back while the scripts are written (folders, temporary files, renames): all four
     land, then the line; no temporary file is left (tree() lists every file, hidden ones too)."""
     prefix = conda_env(tmp_path / "env")
-    argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
+    argv = [_script("flagtree-doctor"), "--apply"]
     # The signal is held back for the whole pause, so it must be long enough for it to land inside it on a
     # loaded machine (0.5 s was not, beside the mutation runner).
-    process = start(argv, moment, tmp_path, seconds=HELD, env={"CONDA_PREFIX": str(prefix)})
+    process = start(argv, moment, tmp_path, seconds=HELD, env={"CONDA_PREFIX": str(prefix), **MACHINE})
     assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
     assert tree(prefix) == applied
 
@@ -184,9 +187,10 @@ def test_an_interrupted_undo_removes_all_or_nothing(
     tmp_path: Path, applied: dict[str, str], signum: int
 ) -> None:
     prefix = conda_env(tmp_path / "env")
-    env = {"CONDA_PREFIX": str(prefix)}
-    argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
-    assert subprocess.run(argv, env={**os.environ, **env}, capture_output=True, check=False).returncode == 0
+    env = {"CONDA_PREFIX": str(prefix), **MACHINE}
+    argv = [_script("flagtree-doctor"), "--apply"]
+    assert subprocess.run(argv, env=as_this_machine(CIX, {**os.environ, **env}), capture_output=True,
+                          check=False).returncode == 0  # fmt: skip
     assert tree(prefix) == applied
     process = start([*argv, "--undo"], "os.remove:", tmp_path, seconds=HELD, env=env)
     assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
@@ -198,10 +202,12 @@ def test_an_interrupt_at_any_moment_of_apply(after: float, tmp_path: Path, appli
     """From the moment the command's own code runs: the one line (or a finished run), never a traceback; the
     environment as it was or with the whole set."""
     prefix = conda_env(tmp_path / "env")
-    argv = [_script("flagtree-doctor"), "--root", str(CIX), "--apply"]
+    argv = [_script("flagtree-doctor"), "--apply"]
     # argparse is the first module the command's own code imports (importlib.import_module raises no audit
     # event for flagtree_doctor.cli itself).
-    process = start(argv, "import:argparse", tmp_path, seconds=0, env={"CONDA_PREFIX": str(prefix)})
+    process = start(
+        argv, "import:argparse", tmp_path, seconds=0, env={"CONDA_PREFIX": str(prefix), **MACHINE}
+    )
     status, out, err = interrupt(process, after)
     if status == 130:
         # The one line; stdout may already list scripts written before the SIGINT landed (while it says so).

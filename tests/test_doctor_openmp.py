@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from _doctor_machine import as_this_machine, read_as_this_machine
 from _peak import LIMIT_KIB, run_measured
 from _recipe_support import RECIPE_DIR
 from _tools import missing, require_executable
@@ -171,7 +172,10 @@ def prefix(tmp_path: Path) -> Path:
 
 
 def apply(prefix: Path, *extra: str, root: Path = CIX) -> tuple[int, str]:
-    return run(["--root", str(root), "--apply", *extra], env={"CONDA_PREFIX": str(prefix)})
+    """``--apply`` on the recorded machine ``root`` as this one (--root itself is refused with --apply)."""
+    with pytest.MonkeyPatch.context() as patch:
+        read_as_this_machine(patch, root)
+        return run(["--apply", *extra], env={"CONDA_PREFIX": str(prefix)})
 
 
 def ours(prefix: Path) -> list[str]:
@@ -230,14 +234,15 @@ def test_apply_on_a_machine_whose_cores_are_alike_sets_nothing(prefix: Path) -> 
 
 
 def test_apply_refuses_outside_a_conda_environment(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert run(["--root", str(CIX), "--apply"], env={}) == (2, "")
+    read_as_this_machine(monkeypatch, CIX)
+    assert run(["--apply"], env={}) == (2, "")
     assert capsys.readouterr().err == (
         "flagtree-doctor: error: --apply writes into the active conda environment, and none is active "
         "(CONDA_PREFIX is not set) (fix: conda activate <env>, then run flagtree-doctor --apply again)\n"
     )
-    assert run(["--root", str(CIX), "--apply"], env={"CONDA_PREFIX": str(tmp_path)}) == (2, "")
+    assert run(["--apply"], env={"CONDA_PREFIX": str(tmp_path)}) == (2, "")
     assert capsys.readouterr().err == (
         f"flagtree-doctor: error: CONDA_PREFIX={tmp_path} is not a conda environment (it has no conda-meta "
         "folder) (fix: conda activate <env>, then run flagtree-doctor --apply again)\n"
@@ -276,9 +281,8 @@ def test_a_failed_write_leaves_the_old_files_whole(prefix: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     done = subprocess.run(
-        [sys.executable, "-c", "from flagtree_doctor._entry import doctor; doctor()", "--root", str(CIX),
-         "--apply"],
-        env={**os.environ, "CONDA_PREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
+        [sys.executable, "-c", "from flagtree_doctor._entry import doctor; doctor()", "--apply"],
+        env={**as_this_machine(CIX), "CONDA_PREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1"},
         preexec_fn=small_files,
         capture_output=True,
         text=True,
@@ -393,8 +397,8 @@ def doctor_in(
     prefix: Path, *extra: str, prefix_argv: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*prefix_argv, sys.executable, "-m", "flagtree_doctor", "--root", str(CIX), "--apply", *extra],
-        env={**os.environ, "CONDA_PREFIX": str(prefix), "NO_COLOR": "1"},
+        [*prefix_argv, sys.executable, "-m", "flagtree_doctor", "--apply", *extra],
+        env={**as_this_machine(CIX), "CONDA_PREFIX": str(prefix), "NO_COLOR": "1"},
         capture_output=True,
         text=True,
         check=False,
@@ -464,9 +468,13 @@ DOCTOR = Path(sys.executable).parent / "flagtree-doctor"
 
 
 def _doctor(prefix: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], int]:
-    """`flagtree-doctor --root CIX --apply ...` as a real process in ``prefix``; its result and peak memory."""
+    """`flagtree-doctor --apply ...` on the CIX board as a real process in ``prefix`` (``--root`` refuses
+    ``--apply``: the hook reads the recorded tree as this machine); its result and peak memory."""
     return run_measured(
-        [str(DOCTOR), "--root", str(CIX), "--apply", *extra], tmp_path / "peak", CONDA_PREFIX=str(prefix)
+        [str(DOCTOR), "--apply", *extra],
+        tmp_path / "peak",
+        CONDA_PREFIX=str(prefix),
+        FLAGTREE_TEST_MACHINE=str(CIX),
     )
 
 

@@ -5,7 +5,9 @@ outside the top folder when unpacked, a device or a FIFO, a sparse member, a mem
 differently (a PAX and a GNU name, two members at one path) is refused naming it; the programs are read from
 the archive without being copied out. A header declaring gigabytes costs a few bytes of archive: the
 inspection runs in a child process whose file writes are capped (RLIMIT_FSIZE) and whose own peak memory is
-measured (``VmHWM``, which starts afresh at exec, unlike ``ru_maxrss``).
+measured (``VmHWM``, which starts afresh at exec, unlike ``ru_maxrss``). Not ``ru_maxrss``,
+which Linux carries over from the parent at fork, so it would report at least the size of this test run (after
+a test that imported torch, 355 MB).
 """
 
 from __future__ import annotations
@@ -207,11 +209,13 @@ def _limited() -> None:
 
 
 def _child(code: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run ``code`` (the toolkit imported) in a child with file writes capped; its result and peak memory."""
+    """Run ``code`` (the toolkit imported) in a child with file writes capped; its result and peak memory (KiB:
+    the child's own high-water mark, ``VmHWM:   1234 kB``)."""
     probe = (
-        "import json, resource, sys\n"
+        "import json, re, sys\n"
         "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) + "finally:\n"
-        "    print([x.split()[1] for x in open('/proc/self/status') if x.startswith('VmHWM:')][0], file=sys.stderr)\n"
+        "    with open('/proc/self/status') as status:\n"
+        "        print(re.search(r'^VmHWM:\\s*(\\d+) kB$', status.read(), re.MULTILINE)[1], file=sys.stderr)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -226,6 +230,17 @@ def _child(code: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str],
     )
     *_, peak = done.stderr.splitlines() or ["0"]
     return done, int(peak)
+
+
+def test_the_peak_measured_is_the_childs_own_not_this_runs(tmp_path: Path) -> None:
+    """A test run above the cap (here: after it touched a cap's worth of memory; in real runs, after a test that
+    imported torch) does not make a child that does nothing look above it: Linux carries ``ru_maxrss`` over
+    from the parent at fork, ``VmHWM`` starts afresh at exec."""
+    ballast = b"\x01" * (MEMORY_LIMIT_KIB << 10)  # written, so every page of it is resident
+    done, peak = _child("pass", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert 0 < peak < MEMORY_LIMIT_KIB // 4, f"peak memory {peak} KiB"
+    del ballast
 
 
 def _tree_archive(tmp_path: Path, files: dict[str, Callable[[Path], None]], *, sparse: bool) -> Path:

@@ -84,6 +84,16 @@ def test_every_output_is_built_for_its_platform(rehearsal: Rehearsal) -> None:
     assert subdirs == {"flagtree-llvm": TARGET, "flagtree-doctor": "noarch", "flagtree-cpu": TARGET}
 
 
+def test_the_doctor_in_its_package_has_the_package_s_version(rehearsal: Rehearsal, tmp_path: Path) -> None:
+    """The flagtree-doctor distribution the noarch package installs says the package's version (the recipe's,
+    passed on by the engine), not one of its own: ``flagtree-doctor --version`` reads it there."""
+    extract(_package(rehearsal.channel, "flagtree-doctor"), tmp_path)
+    version = json.loads((tmp_path / "info" / "index.json").read_text())["version"]
+    assert [p.name for p in (tmp_path / "site-packages").glob("flagtree_doctor-*.dist-info")] == [
+        f"flagtree_doctor-{version}.dist-info"
+    ]
+
+
 def test_flagtree_cpu_holds_aarch64_libraries_linked_against_zlib(
     rehearsal: Rehearsal, tmp_path: Path
 ) -> None:

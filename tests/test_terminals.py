@@ -5,21 +5,30 @@
   exits as it would on UTF-8; JSON stays valid JSON; an error is still one line.
 - A pipe (the tests' stdout is one) with ``COLUMNS`` set narrow: nothing is hard-wrapped, so each URL, build
   string, message and patch name stays whole on one line (the bump's are in tests/test_bump.py).
+- A real terminal (a pty that says nothing of its size, as a container's does) and a pipe, under any ``COLUMNS``
+  (0, negative, huge, not a number), ``LINES``, ``TERM`` (dumb, unset, unknown) and ``NO_COLOR`` (issue 29
+  item 5): every line the command writes in a plain pipe is there, word for word, and nothing is cut short.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
+import termios
 from pathlib import Path
 
 import pytest
 import yaml
 
+from _doctor_machine import as_this_machine
 from _stub_channel import write_package
 from _tools import TORCH_INSTALL, aarch64_gcc, require_module
 
@@ -138,8 +147,8 @@ def test_doctor_apply_and_undo(odd: Path, tmp_path: Path, encoding: str) -> None
     prefix = odd / "env"
     (prefix / "conda-meta").mkdir(parents=True)
     escaped = str(prefix).replace(ODD, ESCAPED[encoding])
-    env = {"CONDA_PREFIX": str(prefix)}
-    argv = ["flagtree-doctor", "--root", str(CIX), "--apply"]
+    env = {**as_this_machine(CIX), "CONDA_PREFIX": str(prefix)}
+    argv = ["flagtree-doctor", "--apply"]
     status, out, err = run(argv, tmp_path, encoding=encoding, env=env)
     no_traceback(out, err)
     assert status == 0
@@ -220,3 +229,120 @@ def test_a_piped_verify_keeps_each_row_on_one_line(tmp_path: Path) -> None:
     assert row.rstrip().endswith("ModuleNotFoundError: No module named 'triton.backends'")
     (tolerances,) = [line for line in out.splitlines() if line.startswith("tolerances: ")]
     assert tolerances.endswith("float32 rtol=1e-05, atol=1e-06 (fp32 reassociation)")
+
+
+# ---- any COLUMNS, LINES, TERM and NO_COLOR, on a terminal and in a pipe --------------------------------------------
+
+# Each case: variables set (None: unset) on top of the tests' own (conftest sets NO_COLOR and COLUMNS).
+SURROUNDINGS = {
+    "columns-0": {"COLUMNS": "0"},
+    "columns-negative": {"COLUMNS": "-3"},
+    "columns-not-a-number": {"COLUMNS": "abc"},
+    "columns-1": {"COLUMNS": "1"},
+    "columns-huge": {"COLUMNS": "99999999999999999999"},
+    "nothing-set": {"COLUMNS": None, "LINES": None, "TERM": None, "NO_COLOR": None},
+    "term-dumb": {"TERM": "dumb", "COLUMNS": "0", "LINES": "0"},
+    "term-unknown": {"TERM": "garbage-terminal", "LINES": "-1", "NO_COLOR": None},
+    "dumb-forced-colour": {"TERM": "dumb", "FORCE_COLOR": "1", "COLUMNS": None},
+}
+ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")
+
+
+def surroundings(case: str) -> dict[str, str]:
+    env = {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", "")}
+    for name, value in SURROUNDINGS[case].items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return {name: value for name, value in env.items() if value}
+
+
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """A console script of this venv with stdin, stdout and stderr on a new pty whose size is unset (0 by 0, as
+    in a container): its status and what it wrote, escape sequences taken out."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+    with subprocess.Popen(
+        [str(BIN / argv[0]), *argv[1:]], stdin=follower, stdout=follower, stderr=follower, env=env, cwd=ROOT
+    ) as process:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except OSError:  # EIO: the command has ended and closed the pty
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        status = process.wait(timeout=600)
+    os.close(leader)
+    return status, ESCAPE.sub("", b"".join(chunks).decode().replace("\r\n", "\n"))
+
+
+def in_a_pipe(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    done = subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], capture_output=True, env=env, cwd=ROOT, check=False, timeout=600
+    )
+    return done.returncode, ESCAPE.sub("", (done.stdout + done.stderr).decode())
+
+
+def letters(text: str) -> str:
+    """``text`` without white space: what is left of a line however a terminal's width broke it."""
+    return "".join(text.split())
+
+
+WHERE = pytest.mark.parametrize("where", [on_a_terminal, in_a_pipe], ids=["terminal", "pipe"])
+
+
+@WHERE
+@pytest.mark.parametrize("case", SURROUNDINGS)
+def test_the_doctor_report_never_vanishes(case: str, where: object) -> None:
+    """Every character of each line around the table, in order (a terminal may break it), each check named in full, nothing cut
+    short with an ellipsis, whatever the variables say."""
+    argv = ["flagtree-doctor", "--root", str(CIX)]
+    status, reference = in_a_pipe(argv, surroundings("nothing-set"))
+    assert status == 0, reference
+    assert callable(where)
+    status, out = where(argv, surroundings(case))
+    assert status == 0, out
+    lines = reference.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("check ")))
+    table = [line.split()[0] for line in lines[header + 2 :] if not line.startswith(("skipped", "3 ok"))]
+    assert table[:2] == ["cpu-features", "sve-vector-length"], reference  # the check ids of the rows
+    for line in lines[:header] + [line for line in lines if line.startswith(("skipped", "3 ok"))]:
+        assert letters(line) in letters(out), (line, out)
+    for check in table:
+        assert re.search(rf"^{re.escape(check)}\b", out, re.MULTILINE), (check, out)
+    assert "\u2026" not in out, out
+    if where is in_a_pipe:  # a pipe is never wrapped: each line as in the reference
+        assert [line.rstrip() for line in out.splitlines()] == [line.rstrip() for line in lines]
+
+
+@WHERE
+@pytest.mark.parametrize("case", SURROUNDINGS)
+def test_the_toolkits_lines_never_vanish(case: str, where: object, tmp_path: Path) -> None:
+    folder = tmp_path / ("a-channel-folder-with-a-name-longer-than-any-narrow-terminal" * 2)
+    write_package(folder / "noarch" / "stub-1.0-h0_0.tar.bz2", "stub", "1.0", "h0_0", "noarch")
+    assert callable(where)
+    status, out = where(["flagtree-feedstock", "channel", "index", str(folder)], surroundings(case))
+    assert status == 0, out
+    assert letters(out) == letters(f"indexed {folder}/noarch/repodata.json"), out
+
+
+@pytest.mark.parametrize("case", ["columns-0", "columns-1", "term-dumb", "dumb-forced-colour"])
+def test_a_render_on_a_terminal_never_vanishes(case: str) -> None:
+    """The render's options summary (stderr) and its list of sources (stdout), every character of them."""
+    argv = ["flagtree-feedstock", "build", "--render-only", "--python", "3.12"]
+    status, reference = in_a_pipe(argv, surroundings("nothing-set"))
+    assert status == 0, reference
+    status, out = on_a_terminal(argv, surroundings(case))
+    assert status == 0, out
+    summary = [
+        line for line in reference.splitlines() if line.startswith(("flagtree-feedstock ", "   ", " * "))
+    ]
+    sources = reference[reference.index("sources (") :].splitlines()
+    assert len(summary) > 5 and len(sources) > 5, reference
+    for line in summary + sources:
+        assert letters(line) in letters(out), (line, out)

@@ -52,30 +52,43 @@ if ((${#missing[@]})); then
 fi
 
 # 2. The aarch64 sysroot: download the .debs (no install: they never touch the host's dpkg state).
+# Every test run of this user reads it, two at once too (parallel clones, a shared runner), so it is never
+# rewritten in place: each package list gets a folder of its own, named by the list's hash and made whole
+# before one rename puts it there, and SYSROOT is a link to it, replaced by a rename. A run that started
+# before keeps the folder it resolved the link to (tests/conftest.py resolves it once).
 want="${PACKAGES[*]}"
 if [[ -f $STAMP && $(<"$STAMP") == "$want" ]]; then
     log "sysroot ready: $SYSROOT"
 else
-    mkdir -p "$(dirname "$SYSROOT")"
-    tmp="$(mktemp -d "$(dirname "$SYSROOT")/.sysroot.XXXXXX")"
+    parent="$(dirname "$SYSROOT")"
+    keyed="$SYSROOT.$(printf '%s' "$want" | sha256sum | cut -c1-16)"
+    mkdir -p "$parent"
+    tmp="$(mktemp -d "$parent/.sysroot.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    mkdir "$tmp/debs" "$tmp/root"
-    chmod 755 "$tmp" "$tmp/debs"  # apt's _apt user downloads into it
-    specs=()
-    for pkg in "${PACKAGES[@]}"; do
-        specs+=("$pkg:arm64")
-    done
-    log "+ apt-get download ${specs[*]}"
-    (cd "$tmp/debs" && apt-get download -qq "${specs[@]}")
-    for deb in "$tmp"/debs/*_arm64.deb; do
-        dpkg-deb -x "$deb" "$tmp/root"
-    done
-    printf '%s' "$want" >"$tmp/root/.flagtree-sysroot"
-    rm -rf "$SYSROOT"
-    mv "$tmp/root" "$SYSROOT"
+    if [[ ! -f $keyed/.flagtree-sysroot ]]; then
+        mkdir "$tmp/debs" "$tmp/root"
+        chmod 755 "$tmp" "$tmp/debs"  # apt's _apt user downloads into it
+        specs=()
+        for pkg in "${PACKAGES[@]}"; do
+            specs+=("$pkg:arm64")
+        done
+        log "+ apt-get download ${specs[*]}"
+        (cd "$tmp/debs" && apt-get download -qq "${specs[@]}")
+        for deb in "$tmp"/debs/*_arm64.deb; do
+            dpkg-deb -x "$deb" "$tmp/root"
+        done
+        printf '%s' "$want" >"$tmp/root/.flagtree-sysroot"
+        # Another setup.sh may have put the same folder there meanwhile: then its copy is the one kept.
+        mv -T "$tmp/root" "$keyed" 2>/dev/null || [[ -f $keyed/.flagtree-sysroot ]]
+    fi
+    if [[ -d $SYSROOT && ! -L $SYSROOT ]]; then
+        rm -rf "$SYSROOT"  # a folder an older setup.sh wrote in place: replaced by the link, once
+    fi
+    ln -s "$(basename "$keyed")" "$tmp/link"
+    mv -T "$tmp/link" "$SYSROOT"
     rm -rf "$tmp"
     trap - EXIT
-    log "sysroot written: $SYSROOT"
+    log "sysroot written: $keyed (linked as $SYSROOT)"
 fi
 
 # 3. Smoke tests: the cross compiler links a program, and the sysroot's python starts under qemu with ctypes.

@@ -1,4 +1,4 @@
-"""Test hook for tests/test_doctor_interrupts.py: pause a real command at a chosen moment for a real SIGINT.
+"""Test hooks for real commands: a pause at a chosen moment for a real SIGINT, a recorded machine as this one, a peak memory.
 
 Put this folder on ``PYTHONPATH`` and Python's ``site`` imports it at start-up. With ``FLAGTREE_TEST_PAUSE`` set
 to ``EVENT:TEXT`` it adds an audit hook (``sys.addaudithook``): the first audit event named EVENT whose first
@@ -13,6 +13,15 @@ KeyboardInterrupt raised in the sleep propagates out of the operation as one rai
 ``sys.setprofile``'s ``c_return`` event: a KeyboardInterrupt raised in that sleep comes out of the call as if
 the call had raised it, after what it did is done: the moment between an operation and its bookkeeping.
 Without ``FLAGTREE_TEST_PAUSE`` it does nothing; it is never installed outside the tests.
+
+With ``FLAGTREE_TEST_MACHINE`` set to a recorded tree (tests/data/doctor/...), the doctor reads this machine's
+``proc/`` and ``sys/`` from it, as ``--root`` does: ``flagtree-doctor --apply``, which ``--root`` refuses (another
+machine's settings), is then run for a big.LITTLE machine on any host. The doctor's CPU reading is the one
+``--root`` uses, tested on its own.
+
+With ``FLAGTREE_TEST_PEAK`` naming a file, the process writes its own peak memory there as the interpreter exits
+(any way but SIGKILL): ``VmHWM`` from ``/proc/self/status`` (kB), which counts only this process's pages, unlike
+``ru_maxrss``, which a child inherits from its parent at fork (``tests/_peak.py``).
 """
 
 import os
@@ -49,3 +58,25 @@ if _SPEC:
         sys.setprofile(_after)
     else:
         sys.addaudithook(_pause)
+
+_MACHINE = os.environ.get("FLAGTREE_TEST_MACHINE", "")
+if _MACHINE:
+    from flagtree_doctor import model
+
+    _from_root = model.System.from_root.__func__
+
+    def _recorded(cls, root, env=None):
+        return _from_root(cls, root or Path(_MACHINE), env)
+
+    model.System.from_root = classmethod(_recorded)
+
+_PEAK = os.environ.get("FLAGTREE_TEST_PEAK", "")
+if _PEAK:
+    import atexit
+
+    def _write_peak():
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                Path(_PEAK).write_text(line.split()[1] + "\n")
+
+    atexit.register(_write_peak)

@@ -7,5 +7,13 @@ loads its runtime. Base install only (``rich``); importing this package imports 
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``, looked up only when asked for: FlagTree imports this package before every kernel."""
+    if name == "__version__":
+        from ._version import version  # noqa: PLC0415 - lazily, see above
+
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,8 +15,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import __version__, activation, openmp
+from . import activation, openmp
 from ._cli import ArgumentParser, report_error
+from ._version import version
 from .bounded import RefusedFile, read_bounded
 from .checks import CHECKS, diagnose
 from .cpu import cpu_facts, format_cpu_list, parse_cpuinfo
@@ -123,6 +124,23 @@ def check_root(root: Path) -> None:
         )
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """The options that do not go together, and a ``--root`` tree that cannot be read."""
+    if args.root is not None:
+        check_root(args.root)
+    if args.shell is not None and not args.env:
+        raise ConfigurationError("--shell goes with --env", fix="flagtree-doctor --env --shell fish")
+    if args.undo and not args.apply:
+        raise ConfigurationError("--undo goes with --apply", fix="flagtree-doctor --apply --undo")
+    if args.apply and args.root is not None:
+        raise ConfigurationError(
+            f"--apply writes this machine's OpenMP settings into the active environment, and --root "
+            f"{args.root} is another machine's",
+            fix=f"run flagtree-doctor --apply on that machine; flagtree-doctor --root {args.root} --env prints "
+            "its settings",
+        )
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -137,18 +155,13 @@ def main(
     try:
         args = _parser(prog).parse_args(argv)
         if args.version:
-            out.print(f"{prog} {__version__}")
+            out.print(f"{prog} {version()}")
             return 0
         if args.list:
             for check in CHECKS:
                 out.print(f"{check.id:<22} {check.group:<12} {escape(check.summary)}")
             return 0
-        if args.root is not None:
-            check_root(args.root)
-        if args.shell is not None and not args.env:
-            raise ConfigurationError("--shell goes with --env", fix="flagtree-doctor --env --shell fish")
-        if args.undo and not args.apply:
-            raise ConfigurationError("--undo goes with --apply", fix="flagtree-doctor --apply --undo")
+        _check_options(args)
         system = System.from_root(args.root, env)
         if args.env or args.apply:
             return _openmp(args, system, system.env, out)

@@ -97,8 +97,10 @@ def check_environment(env: Mapping[str, str]) -> None:
     known = {*suggested, *(ENV_PREFIX + name for name in ENV_OLD_NAMES.values())}
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and name not in known:
-            close = difflib.get_close_matches(name, suggested, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(suggested)}"
+            # Compared without the prefix every name shares, which alone would make FOO a near miss of TOOL.
+            short = [n.removeprefix(ENV_PREFIX) for n in suggested]
+            close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), short, n=1, cutoff=0.7)
+            hint = f"did you mean {ENV_PREFIX}{close[0]}?" if close else f"known: {', '.join(suggested)}"
             raise ConfigurationError(f"unknown environment variable {name}", fix=hint)
     for option, old in ENV_OLD_NAMES.items():
         new = ENV_PREFIX + ENV_OPTIONS[option]

@@ -12,15 +12,26 @@ from pathlib import Path
 from typing import IO
 
 from flagtree_feedstock._digest import file_digest
+from flagtree_feedstock.errors import ConfigurationError
 
 CHUNK = 1 << 20
 INCOMING = ".incoming-"  # a file being written: .incoming-<pid>-<random>.tmp
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    """Where archives, packed folders and their inspections are kept: ~/.cache/flagtree-feedstock/..."""
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-    return Path(base) / "flagtree-feedstock" / "llvm-archives"
+    """Where archives, packed folders and their inspections are kept: ~/.cache/flagtree-feedstock/...
+
+    The cache folder (``XDG_CACHE_HOME``, else ``$HOME/.cache``) is made only where its parent exists: a
+    ``HOME`` that does not (``HOME=/nonexistent`` of a service account) is refused, never created.
+    """
+    base = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
+    if not base.parent.is_dir():
+        named = "XDG_CACHE_HOME" if env.get("XDG_CACHE_HOME") else "HOME"
+        raise ConfigurationError(
+            f"no place for the LLVM archive cache: {base.parent} ({named}) is not a folder",
+            fix="set XDG_CACHE_HOME to a folder to keep it in (export XDG_CACHE_HOME=$PWD/.cache)",
+        )
+    return base / "flagtree-feedstock" / "llvm-archives"
 
 
 def human_size(size: int) -> str:

@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flagtree_doctor import __version__
 from flagtree_doctor._cli import ArgumentParser, report_error
+from flagtree_doctor._version import version
 from flagtree_doctor.cpu_check import REQUIRE_KERNELS, kernel_blockers, kernels_required, live_choice
 from flagtree_doctor.errors import ConfigurationError, DoctorError, NotInstalledError
 from flagtree_doctor.manifest import read_manifest, unsupported_ops
@@ -76,7 +76,7 @@ def main(
     try:
         args = _parser(prog).parse_args(argv)
         if args.version:
-            out.print(f"{prog} {__version__}")
+            out.print(f"{prog} {version()}")
             return 0
         unknown = sorted(set(args.ops) - set(OP_NAMES))
         if unknown:
