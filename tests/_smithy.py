@@ -20,17 +20,24 @@ from _recipe_support import SHARED
 RUNNER = SHARED / "conda-tools" / "smithy-lint.py"
 
 
-def smithy_python() -> str:
-    """The python of conda-smithy's environment, or a skip naming what is missing."""
+def conda_smithy_python() -> str:
+    """The python that runs conda-smithy (its environment has rattler-build-conda-compat), or a skip."""
     smithy = shutil.which("conda-smithy")
     if smithy is None:
         pytest.skip("conda-smithy is not installed here (tier conda_build; it is not on PyPI)")
     python = Path(smithy).with_name("python")
     if not python.is_file():
         pytest.skip(f"no python beside {smithy}")
+    return str(python)
+
+
+def smithy_python() -> str:
+    """The python of conda-smithy's environment with the offline runner beside it, or a skip naming what is
+    missing."""
+    python = conda_smithy_python()
     if not RUNNER.is_file():
         pytest.skip(f"{RUNNER} is absent (the offline runner of conda-smithy, beside the repository)")
-    return str(python)
+    return python
 
 
 def run_smithy(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:

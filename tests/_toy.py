@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from rattler.index import index_fs
 
 RECIPES = Path(__file__).resolve().parent / "recipes"
@@ -37,6 +38,22 @@ def make_empty_channel(channel: Path) -> Path:
     (channel / "noarch").mkdir(parents=True)
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
     return channel
+
+
+def build_toy_multi(base: Path) -> Path:
+    """``base/channel``: two real packages (toy-llvm, toy-py for python 3.11) built by the main job, offline
+    (a proxy that refuses, so nothing reaches a network)."""
+    from flagtree_feedstock.cli import main  # noqa: PLC0415 - the toolkit, only where a toy is built
+
+    out = base / "channel"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("http_proxy", "http://127.0.0.1:9")
+        mp.setenv("https_proxy", "http://127.0.0.1:9")
+        args = build_args(
+            "toy-multi", out, *native_args(make_empty_channel(base / "empty")), "--python", "3.11"
+        )
+        assert main(args) == 0
+    return out
 
 
 def error_line(stderr: str) -> str:

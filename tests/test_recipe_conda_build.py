@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from _recipe_support import OUTPUTS, RECIPE_DIR, RECIPE_V1, VARIANT_FILES, first_variant
+from _smithy import conda_smithy_python
 from _stub_channel import make_stub_channel
 
 CONDA_BUILD = shutil.which("conda-build")
@@ -104,17 +105,6 @@ def test_conda_build_hashes_every_source_pin(tmp_path: Path, key: str) -> None:
         assert (old != new) is built_from_it, (key, old, new)
 
 
-def _conda_smithy_python() -> str:
-    """The python that runs conda-smithy (its environment has rattler-build-conda-compat), or a skip."""
-    smithy = shutil.which("conda-smithy")
-    if smithy is None:
-        pytest.skip("conda-smithy is not installed here (tier conda_build; it is not on PyPI)")
-    python = Path(smithy).with_name("python")
-    if not python.is_file():
-        pytest.skip(f"no python beside {smithy}")
-    return str(python)
-
-
 def test_conda_smithys_renderer_renders_recipe_yaml() -> None:
     """conda-smithy's v1 linter and rerender render recipe.yaml with its context only (no variant keys)."""
     code = (
@@ -125,7 +115,7 @@ def test_conda_smithys_renderer_renders_recipe_yaml() -> None:
         "print(rendered['outputs'][0]['build']['string'])\n"
     )
     result = subprocess.run(
-        [_conda_smithy_python(), "-c", code, str(RECIPE_V1)], capture_output=True, text=True, check=False
+        [conda_smithy_python(), "-c", code, str(RECIPE_V1)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("llvm")

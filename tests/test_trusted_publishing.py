@@ -24,8 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from _publish_standins import Answer, Reply, Request, StandIn
-from _toy import build_args, make_empty_channel, native_args
-from flagtree_feedstock.cli import main
+from _toy import build_toy_multi
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
 PREDICATE_TYPE = "https://schemas.conda.org/attestations-publish-1.schema.json"
@@ -41,16 +40,7 @@ Servers = Callable[..., tuple[StandIn, StandIn]]
 @pytest.fixture(scope="module")
 def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A channel folder with two real packages (toy-llvm, toy-py for python 3.11), built by the main job."""
-    base = tmp_path_factory.mktemp("trusted")
-    out = base / "channel"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("http_proxy", "http://127.0.0.1:9")
-        mp.setenv("https_proxy", "http://127.0.0.1:9")
-        args = build_args(
-            "toy-multi", out, *native_args(make_empty_channel(base / "empty")), "--python", "3.11"
-        )
-        assert main(args) == 0
-    return out
+    return build_toy_multi(tmp_path_factory.mktemp("trusted"))
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from _tools import require_executable
-from _toy import build_args, make_empty_channel, native_args
+from _toy import build_toy_multi
 from flagtree_feedstock._http import redact
 from flagtree_feedstock.channel.folder import DamagedPackage, read_info
 from flagtree_feedstock.channel.package_info import package_info
@@ -53,16 +53,7 @@ def _error_line(stderr: str) -> str:
 @pytest.fixture(scope="module")
 def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A channel folder with two real packages (toy-llvm, toy-py for python 3.11), built by the main job."""
-    base = tmp_path_factory.mktemp("upload")
-    out = base / "channel"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("http_proxy", "http://127.0.0.1:9")
-        mp.setenv("https_proxy", "http://127.0.0.1:9")
-        args = build_args(
-            "toy-multi", out, *native_args(make_empty_channel(base / "empty")), "--python", "3.11"
-        )
-        assert main(args) == 0
-    return out
+    return build_toy_multi(tmp_path_factory.mktemp("upload"))
 
 
 @pytest.fixture
@@ -1289,16 +1280,17 @@ def test_a_url_with_a_password_is_refused_unshown(toy_channel: Path, recorder: R
 
 def _renamed_copy(package: Path, folder: Path, name: str) -> Path:
     """``package`` (a .conda) as a .tar.bz2 whose index.json names the package ``name``, in ``folder``/linux-64."""
-    with zipfile.ZipFile(package) as outer:
-        info = next(n for n in outer.namelist() if n.startswith("info-"))
-        import zstandard  # noqa: PLC0415
+    import zstandard  # noqa: PLC0415
 
-        inner = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(outer.read(info)))
-        members = {}
-        with tarfile.open(fileobj=inner, mode="r|") as tar:
-            for member in tar:
-                if member.isfile():
-                    members[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    members = {}
+    with zipfile.ZipFile(package) as outer:
+        # Both tars, info-… and pkg-…: the package check wants every file paths.json lists.
+        for part in (n for n in outer.namelist() if n.endswith(".tar.zst")):
+            inner = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(outer.read(part)))
+            with tarfile.open(fileobj=inner, mode="r|") as tar:
+                for member in tar:
+                    if member.isfile():
+                        members[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
     index = json.loads(members["info/index.json"])
     index["name"] = name
     members["info/index.json"] = json.dumps(index).encode()
