@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from flagtree_feedstock.recipe import pins as pins_module
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANT = Path("recipe") / "conda_build_config.yaml"
+RECIPES = ("recipe.yaml", "meta.yaml")
 
 
 @pytest.fixture(scope="session")
@@ -90,12 +92,15 @@ def changed_lines(before: str, after: str) -> list[str]:
 
 def test_a_commit_that_moves_only_flagtree(feedstock: Path, standins: Standins, capsys) -> None:
     before = (feedstock / VARIANT).read_text()
+    recipes = {name: (feedstock / "recipe" / name).read_text() for name in RECIPES}
     status, document = report(feedstock, standins, capsys, "--to", "only-flagtree")
     assert status == 0
     new = git(standins.flagtree, "rev-parse", "only-flagtree")
+    epoch = git(standins.flagtree, "show", "-s", "--format=%ct", new)
     assert {k: v["new"] for k, v in document["pins"].items() if v["new"] != v["old"]} == {
         "flagtree_version": "0.6.0.post1",
         "flagtree_commit": new,
+        "source_date_epoch": epoch,
     }
     assert set(checks(document).values()) <= {"ok", "skip"}
     assert checks(document)["patches-flagtree"] == "ok"
@@ -107,8 +112,28 @@ def test_a_commit_that_moves_only_flagtree(feedstock: Path, standins: Standins, 
         f'-  - "{standins.pin}"',
         f'+  - "{new}"',
     ]
-    assert document["written"] == [str(feedstock / VARIANT)]
+    # Both recipes' SOURCE_DATE_EPOCH is the new commit's date: that line alone changed in each.
+    for name, text in recipes.items():
+        old_epoch = re.search(r"^  source_date_epoch: (\d+)$", text, re.MULTILINE)[1]  # type: ignore[index]
+        assert changed_lines(text, (feedstock / "recipe" / name).read_text()) == [
+            f"-  source_date_epoch: {old_epoch}",
+            f"+  source_date_epoch: {epoch}",
+        ], name
+    assert document["written"] == [
+        str(feedstock / VARIANT),
+        *(str(feedstock / "recipe" / n) for n in RECIPES),
+    ]
     assert not list((feedstock / "recipe").glob(".*.tmp"))
+
+
+def test_the_pinned_epoch_is_the_pinned_commits_date() -> None:
+    """The recipes' SOURCE_DATE_EPOCH is flagtree_commit's committer date, in a real FlagTree clone."""
+    clone = upstream_source("FLAGTREE_SRC")
+    (commit,) = yaml.safe_load((ROOT / VARIANT).read_text())["flagtree_commit"]
+    date = git(clone, "show", "-s", "--format=%ct", commit)
+    for name in RECIPES:
+        text = (ROOT / "recipe" / name).read_text()
+        assert f"  source_date_epoch: {date}\n" in text, name
 
 
 def test_nothing_moved_is_no_change(feedstock: Path, standins: Standins, capsys) -> None:

@@ -118,6 +118,11 @@ class GitTree:
         tag, distance, _ = done.stdout.decode().strip().rsplit("-", 2)
         return tag, int(distance)
 
+    def committer_time(self) -> int:
+        """The commit's committer date, in seconds since the epoch (git's ``%ct``)."""
+        done = _run(self.repo, ["show", "-s", "--format=%ct", self.commit])
+        return int(done.stdout.decode().strip())
+
     def subject(self) -> str:
         """The commit's subject: the first paragraph of its message, on one line (as git's ``%s``)."""
         raw = _run(self.repo, ["cat-file", "commit", self.commit]).stdout.decode("utf-8", errors="replace")

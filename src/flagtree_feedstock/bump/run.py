@@ -8,6 +8,7 @@ From a local clone of FlagTree (``--flagtree-src``, at ``--to``; default HEAD) a
   ``--llvm-archive`` when it moves (the archive is not fetched: the bump refuses without one of them);
 - ``flagtree_cpu_commit`` (HEAD of ``--flagtree-cpu-src``) and ``sleef_commit`` (its ``third_party/sleef``
   gitlink), when flagtree-cpu is given;
+- the recipes' ``extra.source_date_epoch``: the new FlagTree commit's committer date;
 
 runs :mod:`.checks`, and writes the changed pins and the refreshed patches, all or nothing
 (:func:`~flagtree_feedstock.recipe.pins.write_atomically`), unless a check failed or the run is a dry run.
@@ -26,7 +27,9 @@ from flagtree_feedstock._engine import require
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import (
     FilesNotWritten,
+    change_epoch,
     change_pins,
+    read_epoch,
     read_pins,
     read_text,
     write_atomically,
@@ -38,6 +41,9 @@ from .checks import Check, Upstream, run_checks, short
 from .patching import PatchOutcome
 
 VARIANT_FILE = "conda_build_config.yaml"
+# The recipes whose `extra.source_date_epoch` is flagtree_commit's committer date (docs/building.md).
+RECIPES = ("recipe.yaml", "meta.yaml")
+EPOCH = "source_date_epoch"
 LLVM_HASH = "cmake/llvm-hash.txt"
 SLEEF = "third_party/sleef"
 # FlagTree's release tags: `<version>+<backend><triton>` (`0.6.0+triton3.3`, `0.5.0+aipu3.3`); every backend's
@@ -280,6 +286,13 @@ def bump(request: BumpRequest) -> BumpReport:
         version, version_check = _version_check(flagtree, pins["flagtree_version"])
     cpu_commit, sleef = _flagtree_cpu(cpu, pins)
     source = f"--flagtree-src {request.to}"
+    recipes = [request.recipe_dir / name for name in RECIPES]
+    epoch = PinChange(
+        key=EPOCH,
+        old=read_epoch(read_text(recipes[0]), name=str(recipes[0])),
+        new=str(flagtree.committer_time()),
+        source="committer date of flagtree_commit",
+    )
     changes = (
         PinChange(
             key="flagtree_version", old=pins["flagtree_version"], new=version, source="nearest release tag"
@@ -289,6 +302,7 @@ def bump(request: BumpRequest) -> BumpReport:
         llvm_sha256,
         cpu_commit,
         sleef,
+        epoch,
     )
     with tempfile.TemporaryDirectory(prefix="flagtree-bump-") as scratch:
         upstream = Upstream(
@@ -314,11 +328,15 @@ def bump(request: BumpRequest) -> BumpReport:
     files = {
         variant_file: change_pins(
             read_text(variant_file),
-            {pin.key: pin.new for pin in report.changed},
+            {pin.key: pin.new for pin in report.changed if pin.key != EPOCH},
             name=str(variant_file),
         ),
         **{o.patch: o.refreshed for o in report.refreshed if o.refreshed is not None},
     }
+    if epoch.old != epoch.new:
+        files.update(
+            {path: change_epoch(read_text(path), int(epoch.new), name=str(path)) for path in recipes}
+        )
     try:
         write_atomically(files)
     except FilesNotWritten as failure:
