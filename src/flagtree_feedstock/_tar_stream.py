@@ -236,8 +236,8 @@ class TarStream:
                 info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
             except tarfile.HeaderError as exc:
                 if self._position == len(block):
-                    raise NotATar(f"no tar header at its start ({exc})") from None
-                raise ArchiveRefused(f"a header after {shown(self._current)} is damaged ({exc})") from None
+                    raise NotATar(f"no tar header at its start: {exc}") from None
+                raise ArchiveRefused(f"a header after {shown(self._current)} is damaged: {exc}") from None
             kind = block[156:157]
             if kind not in (b"L", b"K", b"x", b"g"):
                 return self._member(block, info, pending)
