@@ -10,7 +10,8 @@ What the packages hold is a stand-in, each saying which real one it replaces and
   conda-forge's do (tests/rehearsal/activate-g*.sh); ``cmake`` is tests/rehearsal/cmake_standin.py;
   ``ninja`` only answers ``--version`` (the stand-in cmake builds nothing through it);
 - ``ccache`` runs the command it is given (the build uses it only where a cache folder is set);
-- ``python`` is a venv-like layout around this machine's interpreter (bin/python -> it, pyvenv.cfg), so
+- ``python`` is a venv-like layout around this machine's interpreter (bin/python a copy of it, as ``venv
+  --copies`` makes, and pyvenv.cfg: a link would point outside the prefix, which no package may), so
   pure-Python steps (``pip install .``, imports, ``pip check``) run for real; it is an x86_64 interpreter
   inside a linux-aarch64 package, so aarch64 extension modules cannot be imported by it;
 - pip, setuptools, wheel, pybind11, rich and rich's dependencies are the real distributions of the test
@@ -231,8 +232,11 @@ def _stubs(work: Path, cc: str, gcc_major: int) -> list[Stub]:
             version=PY_FULL,
             build=f"0_{PY_IMPLEMENTATION}",
             weak=[python_abi],
-            files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme},
-            symlinks={"bin/python": str(interpreter), "bin/python3": "python", f"bin/python{PY}": "python"},
+            # The interpreter copied, as `python -m venv --copies` does (pyvenv.cfg's `home` finds its
+            # stdlib): a link to it would point outside the prefix, which the toolkit refuses in any package.
+            files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme, "bin/python": interpreter},
+            executables=("bin/python",),
+            symlinks={"bin/python3": "python", f"bin/python{PY}": "python"},
         ),
         Stub(name="python_abi", version=PY, build=f"8_{PY_TAG}"),
         Stub(name="pytorch", version="2.12.0", build=f"cpu_generic_py{PY_TAG[2:]}_0", depends=[python_abi]),

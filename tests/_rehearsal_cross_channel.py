@@ -13,7 +13,7 @@ recipe's build requirements name, with conda-forge's names, versions and run_exp
   the target system in ``CMAKE_ARGS``;
 - ``sysroot_linux-aarch64`` 2.17 and 2.34 (noarch on conda-forge, linux-64 here): the compiler wrapper's
   ``--sysroot``, and for qemu-user (build-flagtree.sh's default ``QEMU_LD_PREFIX``) the target's loader and
-  libc, linked to Debian's aarch64 cross glibc (2.36, not conda-forge's 2.17 or 2.34), so either runs the LLVM
+  libc, copies of Debian's aarch64 cross glibc (2.36, not conda-forge's 2.17 or 2.34), so either runs the LLVM
   archive's programs, which need 2.34: that a 2.17 sysroot would not is the toolkit's glibc check's to show;
 - ``cross-python_linux-aarch64``: tests/rehearsal/cross/activate-cross-python.sh, which says what it stands in
   for; it depends on the build python and exports the host python's pin, as conda-forge's does (not on crossenv,
@@ -128,8 +128,11 @@ def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Pat
                 name="sysroot_linux-aarch64",
                 version=glibc,
                 strong=[f"__glibc >={glibc},<3.0.a0"],
-                files={f"{sysroot}/README": readme},
-                symlinks={f"{sysroot}/lib/{name}": str(DEBIAN_AARCH64_LIBS / name) for name in QEMU_RUNTIME},
+                # Debian's cross loader and libc copied in (a link to them would leave the prefix).
+                files={
+                    f"{sysroot}/README": readme,
+                    **{f"{sysroot}/lib/{name}": DEBIAN_AARCH64_LIBS / name for name in QEMU_RUNTIME},
+                },
             )
             for glibc in SYSROOT_GLIBCS
         ),
@@ -149,8 +152,11 @@ def _cross_stubs(work: Path, cc: str, build_cc: str, gcc_major: int, record: Pat
             name="python",
             version=PY_FULL,
             build=f"0_{PY_IMPLEMENTATION}",
-            files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme},
-            symlinks={"bin/python": str(interpreter), "bin/python3": "python", f"bin/python{PY}": "python"},
+            # The interpreter copied, as `python -m venv --copies` does (pyvenv.cfg's `home` finds its
+            # stdlib): a link to it would point outside the prefix, which the toolkit refuses in any package.
+            files={"pyvenv.cfg": pyvenv, f"{SITE}/README": readme, "bin/python": interpreter},
+            executables=("bin/python",),
+            symlinks={"bin/python3": "python", f"bin/python{PY}": "python"},
         ),
         Stub(
             name="cross-python_linux-aarch64",
