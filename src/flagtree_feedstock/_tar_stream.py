@@ -80,6 +80,7 @@ class Limits:
     def for_file(self, compressed: int) -> Limits:
         """These limits for a file of ``compressed`` bytes: at most :attr:`ratio` times its size unpacked (a
         bomb of zeros decompresses at a few hundred MB a second), at least :attr:`floor`."""
+        # not a version order: byte counts (`floor` is the least a file may unpack to)
         return replace(self, total_bytes=min(self.total_bytes, max(self.floor, self.ratio * compressed)))
 
 
