@@ -22,6 +22,11 @@ from _toy import make_empty_channel
 # to the default in the commands the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP, for a run under `nohup ... &`: the commands rightly keep an ignored SIGHUP ignored
+# (docs/building.md), so every SIGHUP test would see its signal change nothing. They stand for a command started
+# from a terminal; the nohup case is a test of its own, which runs its command under nohup itself.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 # The user's cache folder, as tests/emulated/setup.sh finds it: where the emulated tier's sysroot was prepared.
