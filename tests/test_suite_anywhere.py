@@ -43,8 +43,13 @@ def test_the_caches_the_commands_write_are_this_runs_own(tmp_path: Path) -> None
         channel / "noarch" / "stub-run-cache-1.0-h0_0.tar.bz2", "stub-run-cache", "1.0", "h0_0", "noarch"
     )
     binary = Path(sys.executable).parent / "flagtree-feedstock"
+    # Without the rehearsal's session cache (RATTLER_CACHE_DIR, set for the rest of the session once a rehearsal
+    # test ran): the default, XDG_CACHE_HOME's, is the one under test.
+    env = {name: value for name, value in os.environ.items() if name != "RATTLER_CACHE_DIR"}
     for argv in (["channel", "index", str(channel)],
                  ["channel", "install", str(channel), "stub-run-cache", "--prefix", str(tmp_path / "env")]):  # fmt: skip
-        done = subprocess.run([str(binary), *argv], capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(
+            [str(binary), *argv], capture_output=True, text=True, timeout=300, check=False, env=env
+        )
         assert done.returncode == 0, done.stderr
     assert (cache / "rattler" / "cache" / "pkgs" / "stub-run-cache-1.0-h0_0").is_dir()
