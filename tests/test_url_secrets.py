@@ -225,6 +225,12 @@ def test_a_process_s_command_line_is_recorded_without_a_url_s_secrets() -> None:
     url = f"http://user:{PASSWORD}@host.example/t/{TOKEN}/chan?sig={SIGNATURE}"
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-c", url]) as process:
         try:
+            # Until the child has exec'd (on a loaded machine a moment after Popen returns), /proc shows the
+            # command line of the fork, or none.
+            cmdline = Path(f"/proc/{process.pid}/cmdline")
+            deadline = time.monotonic() + 20
+            while b"time.sleep" not in cmdline.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.01)
             found = Process.of(process.pid)
         finally:
             process.kill()
