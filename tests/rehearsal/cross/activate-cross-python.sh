@@ -11,7 +11,9 @@
 # has none), crossenv's patched os.uname() and platform.machine(), and a host python that cannot run here (the
 # stub's is this machine's interpreter, so a build step that runs it without cross-python does not fail).
 if [[ "${CONDA_BUILD:-0}" == "1" && "${CONDA_BUILD_STATE:-}" != "TEST" ]]; then
-  _cross_python_build="$(readlink -f "${BUILD_PREFIX}/bin/python")"
+  # The machine's own interpreter behind the stub's venv-style copy: run as itself, it takes PYTHONHOME (the
+  # host prefix, where pip and the host packages are), where the copy would read its own pyvenv.cfg.
+  _cross_python_build="$(readlink -f "$("${BUILD_PREFIX}/bin/python" -c 'import sys; print(sys._base_executable)')")"
   _cross_python_stdlib="$("${_cross_python_build}" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
   _cross_python_version="$("${_cross_python_build}" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   mkdir -p "${BUILD_PREFIX}/venv/bin"
@@ -24,8 +26,8 @@ if [[ "${CONDA_BUILD:-0}" == "1" && "${CONDA_BUILD_STATE:-}" != "TEST" ]]; then
     echo "exec '${_cross_python_build}' \"\$@\""
   } >"${BUILD_PREFIX}/venv/bin/cross-python"
   chmod +x "${BUILD_PREFIX}/venv/bin/cross-python"
-  # The real one replaces the file behind $PREFIX/bin/python; the stub's is a link to this machine's
-  # interpreter, so the link itself is replaced.
+  # The real one replaces the file behind $PREFIX/bin/python; the stub's is a copy of this machine's
+  # interpreter, replaced here.
   rm -f "${PREFIX}/bin/python"
   cp "${BUILD_PREFIX}/venv/bin/cross-python" "${PREFIX}/bin/python"
   export PYTHONPATH="${BUILD_PREFIX}/lib/python${_cross_python_version}/site-packages"
