@@ -119,9 +119,12 @@ class GitTree:
         return tag, int(distance)
 
     def committer_time(self) -> int:
-        """The commit's committer date, in seconds since the epoch (git's ``%ct``)."""
-        done = _run(self.repo, ["show", "-s", "--format=%ct", self.commit])
-        return int(done.stdout.decode().strip())
+        """The commit's committer date, in seconds since the epoch (git's ``%ct``): its header's
+        ``committer NAME <EMAIL> SECONDS ZONE`` line."""
+        raw = _run(self.repo, ["cat-file", "commit", self.commit]).stdout.decode("utf-8", errors="replace")
+        header = raw.split("\n\n", 1)[0].splitlines()
+        line = next(line for line in header if line.startswith("committer "))
+        return int(line.rsplit(" ", 2)[1])
 
     def subject(self) -> str:
         """The commit's subject: the first paragraph of its message, on one line (as git's ``%s``)."""
