@@ -15,9 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import tarfile
-import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ import yaml
 import zstandard
 
 from flagtree_feedstock.errors import ConfigurationError
+from flagtree_feedstock.recipe.pins import write_atomically
 
 from .package_finish import source_date_epoch
 from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
@@ -36,12 +35,13 @@ from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_prob
 def write_rendered(
     outputs: Sequence[Any], recipe_dir: Path, variant_files: Sequence[Path], *, subdir: str, folder: Path
 ) -> list[Path]:
-    """Write the document of each of ``outputs`` (RenderedOutput) into ``folder``; the files written."""
-    written = []
+    """Write the document of each of ``outputs`` (RenderedOutput) into ``folder``, all or none
+    (:func:`~flagtree_feedstock.recipe.pins.write_atomically`); the files written."""
+    documents: dict[Path, str] = {}
     folder.mkdir(parents=True, exist_ok=True)
     for output in outputs:
         target = folder / f"{output.name}-{output.version}-{output.build_string}.cdx.json"
-        if target in written:  # a noarch output renders once per python variant: one package, one document
+        if target in documents:  # a noarch output renders once per python variant: one package, one document
             continue
         recipe = output.engine_variant.recipe.to_dict()
         epoch = source_date_epoch({"recipe": recipe})
@@ -50,17 +50,11 @@ def write_rendered(
                 f"the recipe of {output.name} declares no extra.source_date_epoch: the SBOM has no date",
                 fix="add extra: source_date_epoch: <the committer date of flagtree_commit> to both recipes",
             )
-        text = sbom_json(facts_from_render(output, recipe_dir, variant_files, subdir=subdir, epoch=epoch))
-        descriptor, name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            Path(name).replace(target)
-        except BaseException:
-            Path(name).unlink(missing_ok=True)
-            raise
-        written.append(target)
-    return written
+        documents[target] = sbom_json(
+            facts_from_render(output, recipe_dir, variant_files, subdir=subdir, epoch=epoch)
+        )
+    write_atomically(documents)
+    return list(documents)
 
 
 @dataclass(frozen=True, kw_only=True)
