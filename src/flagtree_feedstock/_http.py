@@ -44,6 +44,7 @@ from typing import Literal
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from ._urls import shown_url as shown_url  # noqa: PLC0414 - re-exported: the one rule for showing a URL
+from ._urls import two_hosts
 
 MAX_REDIRECTS = 5
 CHUNK = 1 << 20
@@ -81,6 +82,11 @@ class Origin:
 
     @classmethod
     def of(cls, url: str) -> Origin:
+        if two_hosts(url):
+            raise HttpError(
+                f"{shown_url(url)!r} has a backslash before its path: clients disagree on which host it names",
+                fix="write the URL without it (a backslash in a user name or password is %5C)",
+            )
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         try:
