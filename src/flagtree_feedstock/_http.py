@@ -5,6 +5,8 @@ The standard library's ``http.client``, one connection per request, with the rul
 - A credential (the ``Authorization`` header's value) belongs to one origin (scheme, host, port) and is sent
   there only, and only over https or to a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``, named as
   such in the URL: a name is never resolved to decide it).
+- A URL that names one host to Python and another to rattler and browsers (a backslash before its path,
+  :func:`._urls.two_hosts`) is refused.
 - A redirect is followed only by a GET or HEAD, only within the origin, at most :data:`MAX_REDIRECTS` times;
   one to another origin (another host, port or scheme: https down to http too) is an error naming both. A
   3xx answer to any other method (an upload) is an error: it is never followed, and never a success.
