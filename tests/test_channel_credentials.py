@@ -167,9 +167,11 @@ def _sent_secret(requests: list[dict[str, Any]]) -> bool:
     )
 
 
-def _install_args(local: Path, prefix: Path, *channels: str) -> list[str]:
+def _install_args(
+    local: Path, prefix: Path, *channels: str, specs: tuple[str, ...] = ("toy-app", "remote-lib")
+) -> list[str]:
     extra = [option for channel in channels for option in ("-c", channel)]
-    return ["channel", "install", str(local), "toy-app", "remote-lib", "--prefix", str(prefix), "--target-platform", "linux-64", *extra]  # fmt: skip
+    return ["channel", "install", str(local), *specs, "--prefix", str(prefix), "--target-platform", "linux-64", *extra]  # fmt: skip
 
 
 @pytest.fixture
@@ -357,4 +359,33 @@ def test_a_sigkilled_build_s_credentials_file_is_removed_by_the_next_build(
     assert again.returncode == 7, again.stderr  # toy-dep is nowhere: the next build ran, into the same folder
     assert not left[0].parent.exists()
     assert list(tmp_path.rglob("auth.json")) == []
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+def test_a_sigkilled_channel_install_s_credentials_file_is_removed_by_the_next_one(
+    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    local, remote = channels
+    url, requests = start_server(_channel_rules("/chan", remote, delay=30))  # the solve waits on it
+    given = url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
+    env = _environment(tmp_path)
+    argv = _install_args(local, tmp_path / "prefix", given)
+    with subprocess.Popen(
+        [str(CONSOLE_SCRIPT), *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as install:
+        ends = time.monotonic() + 60
+        while not requests() and install.poll() is None and time.monotonic() < ends:
+            time.sleep(0.05)
+        assert requests(), "the install never asked the channel"
+        left = list(tmp_path.rglob("auth.json"))
+        assert [path.parent.parent for path in left] == [tmp_path / "tmp"]  # in the temporary folder
+        install.send_signal(signal.SIGKILL)
+        install.wait(timeout=30)
+    assert left[0].is_file()  # SIGKILL left it: no cleanup survives that
+
+    again = _run(
+        _install_args(local, tmp_path / "again", specs=("toy-app",)), env
+    )  # no channel with a secret
+    assert again.returncode == 0, again.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
     assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []

@@ -34,8 +34,7 @@ from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock, folder_lock
-from flagtree_feedstock._paths import check_folder, probe_writable
-from flagtree_feedstock._processes import Process
+from flagtree_feedstock._paths import OWNER, check_folder, owner, owner_gone, probe_writable
 from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, index_channel, package_files, package_stem
 from flagtree_feedstock.channel.package_reader import DamagedPackage
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
@@ -108,25 +107,12 @@ def output_lock(channel_dir: Path) -> Iterator[FolderLock]:
         yield lock
 
 
-def _owner() -> str:
-    """This process as a name's part: ``<pid>.<start time>`` (:class:`._processes.Process`)."""
-    me = Process.of(os.getpid())
-    return f"{os.getpid()}.{me.start if me is not None else 0}"
-
-
-def _owner_gone(match: re.Match[str] | None) -> bool:
-    """Whether the owner a debris name carries (its ``pid`` and ``start`` groups) no longer runs."""
-    if match is None:
-        return False  # no owner in the name (not ours, or a flagtree-feedstock before names carried it)
-    return not Process(pid=int(match["pid"]), start=int(match["start"]), command="").alive()
-
-
 def scratch_place(channel_dir: Path, kind: str) -> tuple[Path, str]:
     """Where a scratch folder of this build into ``channel_dir`` is made (:func:`staging_parent`), and the start
     of its name: ``kind`` (``staging``; ``auth``, the channels' credentials) and its owner, by which
     :func:`remove_debris` knows what a killed build left."""
     name = re.sub(r"\s", "_", channel_dir.resolve().name)  # no blank in the engine's paths (staging_parent)
-    return staging_parent(channel_dir), f".{name}-{kind}-{_owner()}-"
+    return staging_parent(channel_dir), f".{name}-{kind}-{owner()}-"
 
 
 def remove_debris(channel_dir: Path) -> None:
@@ -139,20 +125,20 @@ def remove_debris(channel_dir: Path) -> None:
     and so is one that ``--keep-build`` kept for inspection.
     """
     name = re.sub(r"\s", "_", channel_dir.resolve().name)
-    scratch = re.compile(rf"\.{re.escape(name)}-(staging|auth)-(?P<pid>\d+)\.(?P<start>\d+)-[^/]*")
+    scratch = re.compile(rf"\.{re.escape(name)}-(staging|auth)-{OWNER}-[^/]*")
     debris = [
         p
         for p in staging_parent(channel_dir).glob(f".{name}-*-*")
-        if _owner_gone(scratch.fullmatch(p.name)) and not (p / KEPT).exists()
+        if owner_gone(scratch.fullmatch(p.name)) and not (p / KEPT).exists()
     ]
-    part = re.compile(r"\..+\.(?P<pid>\d+)\.(?P<start>\d+)\.[^.]+\.part")
+    part = re.compile(rf"\..+\.{OWNER}\.[^.]+\.part")
     if channel_dir.is_dir():
         debris += [
             p
             for subdir in channel_dir.iterdir()
             if subdir.is_dir() and not subdir.is_symlink()
             for p in subdir.glob(".*.part")
-            if _owner_gone(part.fullmatch(p.name))
+            if owner_gone(part.fullmatch(p.name))
         ]
     with deferred_interrupts():
         for path in debris:
@@ -292,7 +278,7 @@ def _link_into_place(package: Path, target: Path) -> None:
     very file that is renamed, be it a link or a copy), then renamed; removed on any failure."""
     target.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(
-        prefix=f".{package.name}.{_owner()}.", suffix=".part", dir=target.parent
+        prefix=f".{package.name}.{owner()}.", suffix=".part", dir=target.parent
     )
     os.close(descriptor)
     scratch = Path(name)
