@@ -102,6 +102,20 @@ def test_a_credential_never_goes_over_plain_http_to_another_machine() -> None:
     assert not raised.value.timed_out  # refused, not tried
 
 
+def test_a_url_that_names_two_hosts_is_refused_before_a_connection(listener) -> None:
+    """``\\@``: rattler and browsers read the host up to the backslash (this listener), Python past the ``@``."""
+    port = listener.getsockname()[1]
+    url = f"http://user:PW-5ecret@127.0.0.1:{port}\\@127.0.0.2:{port}/x"
+    with pytest.raises(HttpError) as raised, open_request("GET", url, timeouts=TIMEOUTS):
+        pass
+    assert (
+        raised.value.message
+        == "'http://…' has a backslash before its path: clients disagree on which host it names"
+    )
+    assert raised.value.fix == "write the URL without it (a backslash in a user name or password is %5C)"
+    assert not _connected(listener)
+
+
 def test_a_credential_s_repr_hides_the_token() -> None:
     credential = Credential(
         origin=Origin.of("https://prefix.dev"), authorization="Bearer s3cret", secret="s3cret"
@@ -166,9 +180,21 @@ def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, red
         ("http://user:PW@host/t/TOKEN/chan?sig=Q", "http://…@host/t/…/chan?…"),
         ("https://conda.anaconda.org/t/tk-1-2/chan/linux-64", "https://conda.anaconda.org/t/…/chan/linux-64"),
         ("https://user:pa/ss@host/x", "https://…"),
+        ("http://user:PW@a.test\\@b.test/chan", "http://…"),
         ("conda-forge", "conda-forge"),
     ],
-    ids=["query", "password", "fragment", "plain", "a-path", "anaconda", "token-path", "broken", "a-name"],
+    ids=[
+        "query",
+        "password",
+        "fragment",
+        "plain",
+        "a-path",
+        "anaconda",
+        "token-path",
+        "broken",
+        "two-hosts",
+        "a-name",
+    ],
 )
 def test_a_url_is_shown_without_what_may_sign_it(url: str, shown: str) -> None:
     assert shown_url(url) == shown

@@ -5,6 +5,8 @@ The standard library's ``http.client``, one connection per request, with the rul
 - A credential (the ``Authorization`` header's value) belongs to one origin (scheme, host, port) and is sent
   there only, and only over https or to a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``, named as
   such in the URL: a name is never resolved to decide it).
+- A URL that names one host to Python and another to rattler and browsers (a backslash before its path,
+  :func:`._urls.two_hosts`) is refused.
 - A redirect is followed only by a GET or HEAD, only within the origin, at most :data:`MAX_REDIRECTS` times;
   one to another origin (another host, port or scheme: https down to http too) is an error naming both. A
   3xx answer to any other method (an upload) is an error: it is never followed, and never a success.
@@ -44,6 +46,7 @@ from typing import Literal
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from ._urls import shown_url as shown_url  # noqa: PLC0414 - re-exported: the one rule for showing a URL
+from ._urls import two_hosts
 
 MAX_REDIRECTS = 5
 CHUNK = 1 << 20
@@ -81,6 +84,11 @@ class Origin:
 
     @classmethod
     def of(cls, url: str) -> Origin:
+        if two_hosts(url):
+            raise HttpError(
+                f"{shown_url(url)!r} has a backslash before its path: clients disagree on which host it names",
+                fix="write the URL without it (a backslash in a user name or password is %5C)",
+            )
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         try:

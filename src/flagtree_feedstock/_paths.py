@@ -1,4 +1,5 @@
-"""Folders a command will write in, checked before it starts: a folder (or one that can be made), writable.
+"""Folders a command will write in, checked before it starts: a folder (or one that can be made), writable;
+and the owner a scratch folder's name carries, by which a later command knows what a killed one left.
 
 Writability is tested by writing: a scratch file is made and removed. ``os.access`` answers for the real
 user id and ignores what root may do, read-only mounts aside; a write is the one test that holds for every
@@ -10,10 +11,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import tempfile
 from pathlib import Path
 
+from ._processes import Process
 from .errors import ConfigurationError, FileAccessError
+
+# A scratch name's owner (:func:`owner`), as a pattern: its pid and start time as the groups ``pid``, ``start``.
+OWNER = r"(?P<pid>\d+)\.(?P<start>\d+)"
 
 
 def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
@@ -70,3 +76,16 @@ def probe_writable(folder: Path) -> None:
     descriptor, name = tempfile.mkstemp(prefix=".flagtree-write-test-", dir=folder)
     os.close(descriptor)
     Path(name).unlink()
+
+
+def owner() -> str:
+    """This process as a part of a scratch name: ``<pid>.<start time>`` (:class:`._processes.Process`)."""
+    me = Process.of(os.getpid())
+    return f"{os.getpid()}.{me.start if me is not None else 0}"
+
+
+def owner_gone(match: re.Match[str] | None) -> bool:
+    """Whether the owner a scratch name carries (matched by a pattern holding :data:`OWNER`) no longer runs."""
+    if match is None:
+        return False  # no owner in the name (not ours, or a flagtree-feedstock before names carried it)
+    return not Process(pid=int(match["pid"]), start=int(match["start"]), command="").alive()

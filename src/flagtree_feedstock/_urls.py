@@ -46,10 +46,25 @@ def shown_url(url: str) -> str:
         parts.port  # noqa: B018 - raises for a netloc that is not host[:port] (a password holding a "/")
     except ValueError:
         return f"{parts.scheme}://{HIDDEN}"
+    if two_hosts(url):  # which host it names depends on who reads it: none is shown
+        return f"{parts.scheme}://{HIDDEN}"
     _, at, host = parts.netloc.rpartition("@")
     netloc = f"{HIDDEN}@{host}" if at else host
     path = _TOKEN_SEGMENT.sub(f"t/{HIDDEN}", parts.path)
     return urlunsplit((parts.scheme, netloc, path, HIDDEN if parts.query else "", ""))
+
+
+def two_hosts(url: str) -> bool:
+    """Whether ``url`` names one host to Python's parser and another to rattler's and reqwest's: a backslash
+    between ``://`` and the path. The WHATWG URL parser (the ``url`` crate: rattler, py-rattler-build, reqwest;
+    browsers) reads it as ``/``, the end of the host; Python's ``urlsplit`` reads on to the next ``/``. So in
+    ``http://user:PW@a.test\\@b.test/chan`` one sees host ``a.test`` (the password ``PW``), the other
+    ``b.test``: such a URL is refused wherever it would be used, never guessed at."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return False
+    return "\\" in netloc
 
 
 def url_secrets(url: str) -> set[str]:

@@ -10,9 +10,10 @@
 - Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
   renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
   (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
-- The staging folder's and a temporary package's names carry their owner (the toolkit's pid and start
-  time): what a SIGKILLed build left of them is removed by the next build into the folder
-  (:func:`remove_debris`), and only when that owner is gone.
+- The staging folder's, the credentials' folder's (:func:`scratch_place`) and a temporary package's names
+  carry their owner (the toolkit's pid and start time): what a SIGKILLed build left of them (a channel's
+  password among it) is removed by the next build into the folder (:func:`remove_debris`), and only when that
+  owner is gone.
 - The engine's package cache is the folder's own (:func:`package_cache`), and a package about to be rebuilt
   is dropped from it first (:func:`evict`): py-rattler-build 0.73 tests a package it just built from the
   cache entry of the same file name when there is one (tests/README.md), so a rebuilt package would be
@@ -33,8 +34,7 @@ from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock, folder_lock
-from flagtree_feedstock._paths import check_folder, probe_writable
-from flagtree_feedstock._processes import Process
+from flagtree_feedstock._paths import OWNER, check_folder, owner, owner_gone, probe_writable
 from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, index_channel, package_files, package_stem
 from flagtree_feedstock.channel.package_reader import DamagedPackage
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
@@ -107,42 +107,38 @@ def output_lock(channel_dir: Path) -> Iterator[FolderLock]:
         yield lock
 
 
-def _owner() -> str:
-    """This process as a name's part: ``<pid>.<start time>`` (:class:`._processes.Process`)."""
-    me = Process.of(os.getpid())
-    return f"{os.getpid()}.{me.start if me is not None else 0}"
-
-
-def _owner_gone(match: re.Match[str] | None) -> bool:
-    """Whether the owner a debris name carries (its ``pid`` and ``start`` groups) no longer runs."""
-    if match is None:
-        return False  # no owner in the name (not ours, or a flagtree-feedstock before names carried it)
-    return not Process(pid=int(match["pid"]), start=int(match["start"]), command="").alive()
+def scratch_place(channel_dir: Path, kind: str) -> tuple[Path, str]:
+    """Where a scratch folder of this build into ``channel_dir`` is made (:func:`staging_parent`), and the start
+    of its name: ``kind`` (``staging``; ``auth``, the channels' credentials) and its owner, by which
+    :func:`remove_debris` knows what a killed build left."""
+    name = re.sub(r"\s", "_", channel_dir.resolve().name)  # no blank in the engine's paths (staging_parent)
+    return staging_parent(channel_dir), f".{name}-{kind}-{owner()}-"
 
 
 def remove_debris(channel_dir: Path) -> None:
-    """Remove the staging folders and temporary packages that builds into ``channel_dir`` left when they were
-    killed (SIGKILL, which no cleanup survives: while a package was published, no watchdog runs).
+    """Remove the staging folders, credentials' folders and temporary packages that builds into
+    ``channel_dir`` left when they were killed (SIGKILL, which no cleanup survives: while a package was
+    published, no watchdog runs).
 
     Only those whose owner, named in them, no longer runs: a staging folder of a build that runs still (one
     into another folder of the same name whose path has a blank, which shares the staging parent) is kept,
     and so is one that ``--keep-build`` kept for inspection.
     """
     name = re.sub(r"\s", "_", channel_dir.resolve().name)
-    staging = re.compile(rf"\.{re.escape(name)}-staging-(?P<pid>\d+)\.(?P<start>\d+)-[^/]*")
+    scratch = re.compile(rf"\.{re.escape(name)}-(staging|auth)-{OWNER}-[^/]*")
     debris = [
         p
-        for p in staging_parent(channel_dir).glob(f".{name}-staging-*")
-        if _owner_gone(staging.fullmatch(p.name)) and not (p / KEPT).exists()
+        for p in staging_parent(channel_dir).glob(f".{name}-*-*")
+        if owner_gone(scratch.fullmatch(p.name)) and not (p / KEPT).exists()
     ]
-    part = re.compile(r"\..+\.(?P<pid>\d+)\.(?P<start>\d+)\.[^.]+\.part")
+    part = re.compile(rf"\..+\.{OWNER}\.[^.]+\.part")
     if channel_dir.is_dir():
         debris += [
             p
             for subdir in channel_dir.iterdir()
             if subdir.is_dir() and not subdir.is_symlink()
             for p in subdir.glob(".*.part")
-            if _owner_gone(part.fullmatch(p.name))
+            if owner_gone(part.fullmatch(p.name))
         ]
     with deferred_interrupts():
         for path in debris:
@@ -163,9 +159,8 @@ def staging_dir(channel_dir: Path, *, keep_on_failure: bool = False) -> Iterator
     """
     resolved = channel_dir.resolve()
     resolved.parent.mkdir(parents=True, exist_ok=True)
-    parent = staging_parent(channel_dir)
-    name = re.sub(r"\s", "_", resolved.name)  # no blank in the engine's paths (staging_parent says why)
-    path = Path(tempfile.mkdtemp(prefix=f".{name}-staging-{_owner()}-", dir=parent))
+    parent, prefix = scratch_place(channel_dir, "staging")
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     if parent != resolved.parent:
         LOGGER.info("building in %s: the path of %s has a blank, which conda's compiler flags cannot hold", path,
                     channel_dir)  # fmt: skip
@@ -283,7 +278,7 @@ def _link_into_place(package: Path, target: Path) -> None:
     very file that is renamed, be it a link or a copy), then renamed; removed on any failure."""
     target.parent.mkdir(parents=True, exist_ok=True)
     descriptor, name = tempfile.mkstemp(
-        prefix=f".{package.name}.{_owner()}.", suffix=".part", dir=target.parent
+        prefix=f".{package.name}.{owner()}.", suffix=".part", dir=target.parent
     )
     os.close(descriptor)
     scratch = Path(name)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flagtree_feedstock._urls import shown_text, shown_url
+from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, authentication_file, split_credentials
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.errors import (
     BuildFailedError,
@@ -26,7 +27,6 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
-from .engine_channels import engine_environment, split_credentials
 from .local_paths import scrub_new_packages
 from .output_dir import (
     evict,
@@ -35,6 +35,7 @@ from .output_dir import (
     output_lock,
     package_cache,
     publish_new,
+    scratch_place,
     seed_staging,
     staging_dir,
 )
@@ -135,10 +136,16 @@ def run_plan(
             return published
         cache = package_cache(channel_dir)
         evict(cache, [step.stem for step in todo])
+        place, prefix = scratch_place(channel_dir, "auth")
         with (
-            engine_environment(engine, {**os.environ, "RATTLER_CACHE_DIR": str(cache)}) as env,
+            authentication_file(engine, os.environ, folder=place, prefix=prefix) as auth,
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
         ):
+            env = {
+                **os.environ,
+                "RATTLER_CACHE_DIR": str(cache),
+                **({AUTH_VARIABLE: str(auth)} if auth else {}),
+            }
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]

@@ -1,6 +1,7 @@
 """Channel folders and servers: packages checked, indexed, smoke-installed and uploaded.
 
 - :mod:`.folder`: a local channel folder: its packages checked whole, indexed (py-rattler), installed from;
+- :mod:`.credentials`: a channel's credentials out of its URL, for rattler, bound to their origin;
 - :mod:`.upload`: a channel folder published to prefix.dev or anaconda.org;
 - :mod:`.upload_api`: the requests of each server's upload API;
 - :mod:`.package_reader`: a package file read whole and bounded, its paths and links checked;

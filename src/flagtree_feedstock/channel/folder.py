@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import shlex
 import shutil
@@ -27,6 +28,7 @@ from flagtree_feedstock.errors import (
 )
 from flagtree_feedstock.platforms import PlatformName
 
+from .credentials import rattler_client, split_credentials
 from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
 
 LOGGER = logging.getLogger(__name__)
@@ -404,6 +406,7 @@ def smoke_install(
     if not (channel_dir / "noarch" / "repodata.json").is_file():
         raise _not_indexed(channel_dir)
     check_channels(extra_channels)
+    engine = split_credentials(extra_channels)  # rattler never sees a channel's secret in its URL
     for package in package_files(channel_dir):
         check_package(package)
     local_folders = [channel_dir, *(f for f in map(local_folder, extra_channels) if f is not None)]
@@ -415,29 +418,55 @@ def smoke_install(
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
     local = rattler.Channel(channel_dir.resolve().as_uri())
-    extra = [rattler.Channel(c) for c in extra_channels]
+    extra = [rattler.Channel(c) for c in engine.channels]
     virtual = [
         rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString(b))
         for n, v, b in _TARGET_VIRTUAL_PACKAGES[platform]
     ]
-    try:
-        records = asyncio.run(
-            rattler.solve(
-                [local, *extra], match_specs, platforms=[platform, "noarch"], virtual_packages=virtual
+    with rattler_client(engine, os.environ) as client:
+        try:
+            records = asyncio.run(
+                rattler.solve(
+                    [local, *extra],
+                    match_specs,
+                    gateway=None if client is None else rattler.Gateway(client=client),
+                    platforms=[platform, "noarch"],
+                    virtual_packages=virtual,
+                )
             )
+        except (errors.GatewayError, errors.FetchRepoDataError) as exc:
+            raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
+        except errors.SolverError as exc:
+            raise _unsolvable(exc, channel_dir, specs, names, platform) from None
+        _install(records, prefix, platform, client, channel_dir)
+    return [
+        InstalledPackage(
+            name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
         )
-    except (errors.GatewayError, errors.FetchRepoDataError) as exc:
-        raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
-    except errors.SolverError as exc:
-        raise _unsolvable(exc, channel_dir, specs, names, platform) from None
+        for r in sorted(records, key=lambda r: r.name.normalized)
+    ]
+
+
+def _install(
+    records: Sequence[Any],
+    prefix: Path,
+    platform: PlatformName,
+    client: Any,  # noqa: ANN401 - py-rattler's Client, or None
+    channel_dir: Path,
+) -> None:
+    """Link ``records`` into ``prefix`` (downloading with ``client``, None: py-rattler's own); a failure or a
+    Ctrl-C leaves no half-installed prefix."""
+    rattler = require("rattler", "py-rattler")
+    errors = require("rattler.exceptions", "py-rattler")
     try:
         asyncio.run(
             rattler.install(
-                records,
+                list(records),
                 prefix,
                 platform=rattler.Subdir(platform),
                 execute_link_scripts=False,
                 show_progress=False,
+                client=client,
             )
         )
     except (OSError, errors.InstallerError, errors.LinkError, errors.TransactionError, errors.IoError) as exc:
@@ -452,9 +481,3 @@ def smoke_install(
         with deferred_interrupts():
             shutil.rmtree(prefix, ignore_errors=True)
         raise
-    return [
-        InstalledPackage(
-            name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
-        )
-        for r in sorted(records, key=lambda r: r.name.normalized)
-    ]

@@ -1,0 +1,219 @@
+"""A channel's credentials taken out of its URL, for rattler: bare URLs, the secrets in a file of mode 0600.
+
+A ``--channel`` (a build's, ``channel install``'s ``-c``) may carry a secret: a password
+(``https://user:PW@host/chan``) or anaconda.org's token (``https://conda.anaconda.org/t/TOKEN/chan``). Given
+to rattler in the URL, it would be written where others can read it: into rattler's repodata cache (each
+subdir's ``.info.json`` and shard cache record the URL, mode 0644, kept between runs), the channels recorded
+in each built package and each installed package's ``conda-meta`` record. So rattler gets each channel without
+its userinfo, token and query (rattler does not send a channel's query anyway), and the credentials go into a
+rattler authentication file (``RATTLER_AUTH_FILE``, or a client's ``authentication-override-file``:
+``BasicHTTP`` for a user and password, ``CondaToken`` for a ``/t/`` token, which rattler puts back into the
+path of each request), in a private folder that is removed when the command ends
+(:func:`authentication_file`); one that a SIGKILLed command left is removed by the next (a build's is beside
+its output folder, so the next build into it removes it; ``channel install``'s is in the temporary folder).
+A ``RATTLER_AUTH_FILE`` of your own is read and kept in it (for a host both name, the channel's credentials
+win).
+
+Rattler keys the file by host alone, not by scheme and port (py-rattler 0.28: an entry ``host:port`` or
+``http://host:port`` is never used). A credential belongs to the origin it was given for (scheme, host and
+port, as :class:`.._http.Origin` says), so a channel on that host at an origin the credential was not given
+for (``http://host:8080`` beside ``https://user:PW@host``: the password would cross the network in clear
+text) is refused in one line, naming both; so are a channel with both a password and a token, and two
+channels of one host with different credentials, which the file cannot express. A URL that names one host to
+Python and another to rattler (a backslash before its path, :func:`.._urls.two_hosts`) is refused too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from flagtree_feedstock._engine import require
+from flagtree_feedstock._foreign_json import parse_json
+from flagtree_feedstock._http import DEFAULT_PORTS, HttpError, Origin
+from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._paths import OWNER, owner, owner_gone
+from flagtree_feedstock._urls import shown_url, two_hosts
+from flagtree_feedstock.errors import ConfigurationError
+
+AUTH_VARIABLE = "RATTLER_AUTH_FILE"
+AUTH_FILE = "auth.json"
+# The start of the name of ``channel install``'s credentials' folder, in the temporary folder.
+_INSTALL_AUTH = "flagtree-feedstock-auth"
+LOGGER = logging.getLogger(__name__)
+_MAX_AUTH_FILE = 1 << 20  # a user's own authentication file: a few entries
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineChannels:
+    """The channels for rattler (no secret in any), and the credentials they need, by host."""
+
+    channels: tuple[str, ...]
+    credentials: Mapping[str, object] = field(default_factory=dict)
+
+
+def split_credentials(channels: Sequence[str]) -> EngineChannels:
+    """``channels`` without their secrets, and those secrets as rattler authentication entries by host.
+
+    Refused (:class:`ConfigurationError`): a channel with a backslash before its path, one with both a
+    password and a token, two channels of one host with different credentials, and a channel on a host that
+    has credentials, at an origin they were not given for.
+    """
+    bare: list[str] = []
+    credentials: dict[str, object] = {}
+    given: dict[
+        str, tuple[str, set[Origin]]
+    ] = {}  # host -> a channel that gave its credentials, their origins
+    for channel in channels:
+        url, host, entry = _split(channel)
+        bare.append(url)
+        if entry is None:
+            continue
+        if credentials.get(host, entry) != entry:
+            raise ConfigurationError(
+                f"channel {shown_url(channel)}: another --channel of {host} has other credentials, and rattler "
+                "takes one per host",
+                fix="give each host's channels the same credentials, or put them in your RATTLER_AUTH_FILE",
+            )
+        credentials[host] = entry
+        origins = given.setdefault(host, (channel, set()))[1]
+        origins.update(filter(None, [_origin(channel, url)]))
+    for channel, url in zip(channels, bare, strict=True):
+        origin = _origin(channel, url)
+        if origin is None or origin.host not in given:
+            continue
+        owner, origins = given[origin.host]
+        if origin not in origins:
+            clear = " in clear text" if origin.scheme == "http" else ""
+            raise ConfigurationError(
+                f"channel {shown_url(channel)} is on the host of channel {shown_url(owner)} at another origin "
+                f"({origin}, not {', '.join(sorted(map(str, origins)))}), and rattler keys credentials by host "
+                f"alone: it would be sent that channel's credentials{clear}",
+                fix=f"give the credentials with this channel's URL too if {origin} should have them, "
+                "else serve both channels from one origin or leave one out",
+            )
+    return EngineChannels(channels=tuple(bare), credentials=credentials)
+
+
+def _origin(channel: str, url: str) -> Origin | None:
+    """The origin of ``channel`` (``url`` without its secrets) when it is an http(s) URL; None for a channel
+    name, a file:// URL or another scheme."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    try:
+        return Origin.of(url)
+    except HttpError as exc:
+        raise ConfigurationError(f"channel {shown_url(channel)}: {exc}", fix=exc.fix) from None
+
+
+def _split(channel: str) -> tuple[str, str, object | None]:
+    """``channel`` without its secrets, its host and its authentication entry (None without a secret)."""
+    if two_hosts(channel):
+        raise ConfigurationError(
+            f"channel {shown_url(channel)} has a backslash before its path, which rattler reads as the end of "
+            "its host and Python does not: it names two hosts at once",
+            fix="write the URL without it (a backslash in a user name or password is %5C)",
+        )
+    parts = urlsplit(channel)
+    if not parts.scheme or not parts.netloc or parts.scheme == "file":
+        return channel, "", None
+    host = parts.hostname or ""
+    segments = parts.path.split("/")
+    token = None
+    if len(segments) > 2 and segments[1] == "t":  # /t/<token>/<channel>
+        token, segments = unquote(segments[2]), ["", *segments[3:]]
+    netloc = parts.netloc.rpartition("@")[2]
+    bare = urlunsplit((parts.scheme, netloc, "/".join(segments), "", ""))
+    if parts.username is not None and token is not None:
+        raise ConfigurationError(
+            f"channel {shown_url(channel)} has both a password and a /t/ token, and rattler takes one "
+            "credential per host",
+            fix="keep one of them (anaconda.org: the token)",
+        )
+    if token is not None:
+        return bare, host, {"CondaToken": token}
+    if parts.username is not None:
+        user, password = unquote(parts.username), unquote(parts.password or "")
+        return bare, host, {"BasicHTTP": {"username": user, "password": password}}
+    return bare, host, None
+
+
+@contextmanager
+def authentication_file(
+    engine: EngineChannels, env: Mapping[str, str], *, folder: Path, prefix: str
+) -> Iterator[Path | None]:
+    """The credentials in an authentication file of mode 0600, in a folder of mode 0700 made in ``folder``
+    (its name begins with ``prefix``), merged over the user's own ``RATTLER_AUTH_FILE`` (read from ``env``);
+    removed on leaving, however that happens. None when no channel carries a secret."""
+    if not engine.credentials:
+        yield None
+        return
+    entries = {**_own_entries(env), **engine.credentials}
+    private = Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
+    try:
+        path = private / AUTH_FILE
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(entries, file)
+        yield path
+    finally:
+        with deferred_interrupts():
+            shutil.rmtree(private, ignore_errors=True)
+
+
+@contextmanager
+def rattler_client(engine: EngineChannels, env: Mapping[str, str]) -> Iterator[Any | None]:
+    """A py-rattler client that authenticates with ``engine``'s credentials (their file in a private folder
+    in the temporary folder, :func:`authentication_file`, removed on leaving; one that a killed command left
+    there is removed first); None when no channel carries a secret (py-rattler's own client)."""
+    rattler = require("rattler", "py-rattler")
+    place = Path(tempfile.gettempdir())
+    _remove_left(place, _INSTALL_AUTH)
+    with authentication_file(engine, env, folder=place, prefix=f"{_INSTALL_AUTH}-{owner()}-") as path:
+        if path is None:
+            yield None
+            return
+        config = rattler.Config.from_toml(f"authentication-override-file = {json.dumps(str(path))}")
+        yield rattler.Client.from_config(config)
+
+
+def _remove_left(place: Path, name: str) -> None:
+    """Remove the credentials' folders named ``<name>-<owner>-…`` in ``place`` whose owner no longer runs: a
+    killed command's (SIGKILL, which no cleanup survives)."""
+    left = re.compile(rf"{re.escape(name)}-{OWNER}-[^/]*")
+    for path in place.glob(f"{name}-*"):
+        if owner_gone(left.fullmatch(path.name)) and path.is_dir() and not path.is_symlink():
+            with deferred_interrupts():
+                shutil.rmtree(path, ignore_errors=True)
+            LOGGER.info("removed %s, left by a command that was killed", path)
+
+
+def _own_entries(env: Mapping[str, str]) -> dict[str, object]:
+    """The entries of the user's own ``RATTLER_AUTH_FILE``, if one is set."""
+    own = env.get(AUTH_VARIABLE)
+    if not own:
+        return {}
+    try:
+        with Path(own).open("rb") as file:
+            document = parse_json(file.read(_MAX_AUTH_FILE + 1), limit=_MAX_AUTH_FILE)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{AUTH_VARIABLE} {own} cannot be read: {exc}",
+            fix=f"fix or unset {AUTH_VARIABLE} (a channel's credentials are added to it for the build)",
+        ) from None
+    if not isinstance(document, dict):
+        raise ConfigurationError(
+            f"{AUTH_VARIABLE} {own} is not a JSON object of hosts", fix=f"fix or unset {AUTH_VARIABLE}"
+        )
+    return document

@@ -1,0 +1,391 @@
+"""A channel's credentials go to the origin they were given for, and are written nowhere but a private file
+that every ending removes (channel/credentials.py, issues 34 and 37).
+
+Through the console script, against loopback channel servers (tests/_http_recorder.py, each its own process;
+one serves https with a certificate made here by openssl): ``build --channel`` and ``channel install -c``.
+Rattler keys its authentication file by host alone, so a channel on that host at another origin is refused; so
+is a URL that Python and rattler read as two hosts (``\\@``). ``channel install`` leaves no secret in rattler's
+cache nor in the prefix, and a SIGKILLed build's authentication file is removed by the next build.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from rattler.index import index_fs
+
+from _stub_channel import write_package
+from _tools import require_executable
+from _toy import build_args, error_line, make_empty_channel
+
+TESTS = Path(__file__).resolve().parent
+CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
+USER, PASSWORD, TOKEN = "user", "PW-5ecret/91+x", "TK-5ecret-77"
+QUOTED = quote(PASSWORD, safe="")  # as it stands in a URL
+# Every form a secret could be written in: as given, URL-encoded, and the Basic header's base64.
+FORMS = (PASSWORD, QUOTED, TOKEN, base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
+
+Server = tuple[str, Callable[[], list[dict[str, Any]]]]  # its URL (scheme, host, port), what it was asked
+StartServer = Callable[..., Server]
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A server certificate for 127.0.0.1, its key, and the CA that signed it (made here: rustls, rattler's TLS,
+    takes no self-signed certificate as a server's, and trusts this CA through SSL_CERT_FILE)."""
+    openssl = require_executable("openssl", "openssl")
+    folder = tmp_path_factory.mktemp("tls")
+    ca, ca_key, cert, key = (folder / name for name in ("ca.pem", "ca.key", "cert.pem", "key.pem"))
+    (folder / "leaf.cnf").write_text(
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+    )
+    for command in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=flagtree test CA",
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+         "-keyout", str(ca_key), "-out", str(ca)],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", str(key),
+         "-out", str(folder / "leaf.csr")],
+        ["x509", "-req", "-in", str(folder / "leaf.csr"), "-CA", str(ca), "-CAkey", str(ca_key),
+         "-CAcreateserial", "-days", "2", "-extfile", str(folder / "leaf.cnf"), "-out", str(cert)],
+    ):  # fmt: skip
+        subprocess.run([openssl, *command], check=True, capture_output=True)
+    return cert, key, ca
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[StartServer]:
+    """Start a recorder (its own process, loopback only) with the given rules (404 for any other path): its
+    URL and the requests it was sent."""
+    started: list[subprocess.Popen[str]] = []
+    folder = tmp_path / "server"
+    folder.mkdir()
+
+    def start(
+        rules: list[dict[str, Any]], *, host: str = "127.0.0.1", tls: tuple[Path, Path, Path] | None = None
+    ) -> Server:
+        log = folder / f"requests-{len(started)}.jsonl"
+        log.touch()
+        options = ["--host", host, *(["--tls", str(tls[0]), str(tls[1])] if tls else [])]
+        with (folder / f"stderr-{len(started)}").open("w") as stderr:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(TESTS / "_http_recorder.py"),
+                    str(log),
+                    json.dumps([*rules, {"path": "/", "status": 404}]),
+                    *options,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+        started.append(process)
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        return f"{'https' if tls else 'http'}://{host}:{port}", lambda: [
+            json.loads(line) for line in log.read_text().splitlines()
+        ]
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _channel_rules(base: str, folder: Path | None = None, *, delay: float = 0) -> list[dict[str, Any]]:
+    """A channel at ``base`` (a path): ``folder``'s files, else an empty index per subdir; only plain
+    repodata.json (404 for its compressed forms and shards), answered after ``delay`` seconds."""
+    rules: list[dict[str, Any]] = []
+    for subdir in ("linux-64", "noarch"):
+        rules += [
+            {"path": f"{base}/{subdir}/repodata_shards", "status": 404},
+            {"path": f"{base}/{subdir}/repodata.json.", "status": 404},
+        ]
+        if folder is None:
+            empty = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}}
+            rules.append(
+                {"path": f"{base}/{subdir}/repodata.json", "status": 200, "delay": delay, "body": empty}
+            )
+    if folder is not None:
+        rules += [
+            {"path": f"{base}/{path.relative_to(folder)}", "status": 200, "delay": delay, "file": str(path)}
+            for path in sorted(folder.rglob("*"))
+            if path.is_file()
+        ]
+    return rules
+
+
+def _environment(tmp_path: Path, **more: str) -> dict[str, str]:
+    """The console script's environment: every cache, home and temporary folder under ``tmp_path``."""
+    for name in ("tmp", "home", "xdg-cache", "rattler-cache"):
+        (tmp_path / name).mkdir(exist_ok=True)
+    return {
+        **os.environ,
+        "TMPDIR": str(tmp_path / "tmp"),
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+        "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache"),
+        "no_proxy": "127.0.0.1,127.0.0.2",
+        "NO_PROXY": "127.0.0.1,127.0.0.2",
+        **more,
+    }
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CONSOLE_SCRIPT), *argv], check=False, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _files_holding_secrets(root: Path, skip: Path) -> list[str]:
+    """Every file under ``root`` (but ``skip``) that holds a secret in one of its :data:`FORMS`."""
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and skip not in path.parents:
+            content = path.read_bytes()
+            found += [f"{path}: {form}" for form in FORMS if form.encode() in content]
+    return found
+
+
+def _sent_secret(requests: list[dict[str, Any]]) -> bool:
+    return any(
+        form in json.dumps(request["headers"]) + request["path"] for request in requests for form in FORMS
+    )
+
+
+def _install_args(
+    local: Path, prefix: Path, *channels: str, specs: tuple[str, ...] = ("toy-app", "remote-lib")
+) -> list[str]:
+    extra = [option for channel in channels for option in ("-c", channel)]
+    return ["channel", "install", str(local), *specs, "--prefix", str(prefix), "--target-platform", "linux-64", *extra]  # fmt: skip
+
+
+@pytest.fixture
+def channels(tmp_path: Path) -> tuple[Path, Path]:
+    """A local channel folder with ``toy-app``, and a folder to serve ``remote-lib`` from (both indexed)."""
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    write_package(local / "noarch" / "toy-app-1.0-h0_0.tar.bz2", "toy-app", "1.0", "h0_0", "noarch")
+    write_package(remote / "noarch" / "remote-lib-1.0-h0_0.tar.bz2", "remote-lib", "1.0", "h0_0", "noarch")
+    (remote / "linux-64").mkdir()
+    for folder in (local, remote):
+        asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    return local, remote
+
+
+# ---- channel install: the secrets reach the server, and no file -------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["password", "token"])
+def test_channel_install_leaves_no_secret_in_rattler_s_cache_nor_in_any_file_it_writes(
+    form: str, tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    local, remote = channels
+    base = f"/t/{TOKEN}/chan" if form == "token" else "/chan"
+    url, requests = start_server(_channel_rules(base, remote))
+    channel = (
+        f"{url}/t/{TOKEN}/chan" if form == "token" else url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
+    )
+    prefix = tmp_path / "prefix"
+    done = _run([*_install_args(local, prefix, channel)], _environment(tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        len(list((prefix / "conda-meta").glob("remote-lib-1.0-h0_0.json"))) == 1
+    )  # installed from the server
+    asked = requests()
+    assert any(r["path"].endswith("remote-lib-1.0-h0_0.tar.bz2") for r in asked), asked
+    if form == "token":
+        assert all(r["path"].startswith(f"/t/{TOKEN}/chan/") for r in asked), asked
+    else:
+        basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        assert all(r["headers"].get("authorization") == basic for r in asked), asked
+    assert not [form for form in FORMS if form in done.stdout + done.stderr]
+    # Rattler's caches (RATTLER_CACHE_DIR, XDG_CACHE_HOME, ~/.cache), the prefix, the temporary folder: all read.
+    assert list(
+        (tmp_path / "xdg-cache" / "rattler").rglob("*.info.json")
+    )  # rattler's cache is where it is read
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+    assert list((tmp_path / "tmp").iterdir()) == []  # the credentials' file is gone
+
+
+# ---- a credential goes to its own origin only ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["build", "install"])
+def test_a_password_for_an_https_channel_is_not_sent_to_plain_http_on_another_port(
+    command: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    certificate: tuple[Path, Path, Path],
+    start_server: StartServer,
+) -> None:
+    secure, secure_requests = start_server(_channel_rules("/chan"), tls=certificate)
+    plain, plain_requests = start_server(_channel_rules("/chan"))
+    given = secure.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
+    env = _environment(tmp_path, SSL_CERT_FILE=str(certificate[2]))
+    if command == "build":
+        argv = build_args("toy-host", tmp_path / "out", "--target-platform", "linux-64", "--no-test", "-c", given, "-c", f"{plain}/chan")  # fmt: skip
+    else:
+        argv = _install_args(channels[0], tmp_path / "prefix", given, f"{plain}/chan")
+    done = _run(argv, env)
+
+    assert not _sent_secret(plain_requests()), plain_requests()  # the clear-text channel never sees it
+    assert done.returncode == 2, done.stderr
+    assert error_line(done.stderr) == (
+        f"flagtree-feedstock: error: channel {plain}/chan is on the host of channel {secure.replace('://', '://…@')}"
+        f"/chan at another origin ({plain}, not {secure}), and rattler keys credentials by host alone: it would be "
+        f"sent that channel's credentials in clear text (fix: give the credentials with this channel's URL too if "
+        f"{plain} should have them, else serve both channels from one origin or leave one out)"
+    )
+    assert secure_requests() == plain_requests() == []  # refused before anything is fetched
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+def test_the_credentials_reach_the_https_channel_they_were_given_for(
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    certificate: tuple[Path, Path, Path],
+    start_server: StartServer,
+) -> None:
+    """The nearest real thing to the refused case that works: the https channel's own requests, over TLS, carry
+    the password; a second channel of the same origin gets it too, as the user named that origin."""
+    local, remote = channels
+    rules = [*_channel_rules("/chan", remote), *_channel_rules("/other")]
+    secure, requests = start_server(rules, tls=certificate)
+    given = secure.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
+    env = _environment(tmp_path, SSL_CERT_FILE=str(certificate[2]))
+    done = _run([*_install_args(local, tmp_path / "prefix", given, f"{secure}/other")], env)
+
+    assert done.returncode == 0, done.stderr
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    asked = requests()
+    assert {r["path"].split("/")[1] for r in asked} == {"chan", "other"}, asked
+    assert all(r["headers"].get("authorization") == basic for r in asked), asked
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+@pytest.mark.parametrize("command", ["build", "install"])
+def test_a_url_that_names_two_hosts_is_refused_in_one_line(
+    command: str, tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    """``http://user:PW@A\\@B/chan``: host A to rattler (the password PW), host B to Python's urlsplit."""
+    first, first_requests = start_server(_channel_rules("/chan"))
+    second, second_requests = start_server(_channel_rules("/chan"), host="127.0.0.2")
+    given = first.replace("://", f"://{USER}:{QUOTED}@") + "\\@" + second.removeprefix("http://") + "/chan"
+    if command == "build":
+        argv = build_args(
+            "toy-host", tmp_path / "out", "--target-platform", "linux-64", "--no-test", "-c", given
+        )
+    else:
+        argv = _install_args(channels[0], tmp_path / "prefix", given)
+    done = _run(argv, _environment(tmp_path))
+
+    assert (first_requests(), second_requests()) == ([], [])
+    assert done.returncode == 2, done.stderr
+    assert error_line(done.stderr) == (
+        "flagtree-feedstock: error: channel http://… has a backslash before its path, which rattler reads as the "
+        "end of its host and Python does not: it names two hosts at once (fix: write the URL without it (a "
+        "backslash in a user name or password is %5C))"
+    )
+    assert not [form for form in FORMS if form in done.stdout + done.stderr]
+
+
+# ---- a SIGKILLed build's credentials' file --------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found |= {int(entry.name), *_descendants(int(entry.name))}
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_a_sigkilled_build_s_credentials_file_is_removed_by_the_next_build(
+    tmp_path: Path, start_server: StartServer
+) -> None:
+    url, requests = start_server(_channel_rules("/chan", delay=30))  # the engine waits on it
+    given = url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
+    out = tmp_path / "out"
+    env = _environment(tmp_path)
+    argv = build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", given)
+    with subprocess.Popen(
+        [str(CONSOLE_SCRIPT), *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    ) as build:
+        ends = time.monotonic() + 120
+        while not requests() and build.poll() is None and time.monotonic() < ends:
+            time.sleep(0.05)
+        assert requests(), "the engine never asked the channel"
+        left = list(tmp_path.rglob("auth.json"))
+        assert len(left) == 1  # the credentials' file, while the engine uses it
+        children = _descendants(build.pid)
+        build.send_signal(signal.SIGKILL)
+        build.wait(timeout=30)
+    ends = time.monotonic() + 60  # the watchdog ends the worker and what it started
+    while any(map(_alive, children)) and time.monotonic() < ends:
+        time.sleep(0.1)
+    assert left[0].is_file()  # SIGKILL left it: no cleanup survives that
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server")
+
+    empty = make_empty_channel(tmp_path / "empty")
+    again = _run(
+        build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", empty.as_uri()), env
+    )
+    assert again.returncode == 7, again.stderr  # toy-dep is nowhere: the next build ran, into the same folder
+    assert not left[0].parent.exists()
+    assert list(tmp_path.rglob("auth.json")) == []
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+def test_a_sigkilled_channel_install_s_credentials_file_is_removed_by_the_next_one(
+    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    local, remote = channels
+    url, requests = start_server(_channel_rules("/chan", remote, delay=30))  # the solve waits on it
+    given = url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
+    env = _environment(tmp_path)
+    argv = _install_args(local, tmp_path / "prefix", given)
+    with subprocess.Popen(
+        [str(CONSOLE_SCRIPT), *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as install:
+        ends = time.monotonic() + 60
+        while not requests() and install.poll() is None and time.monotonic() < ends:
+            time.sleep(0.05)
+        assert requests(), "the install never asked the channel"
+        left = list(tmp_path.rglob("auth.json"))
+        assert [path.parent.parent for path in left] == [tmp_path / "tmp"]  # in the temporary folder
+        install.send_signal(signal.SIGKILL)
+        install.wait(timeout=30)
+    assert left[0].is_file()  # SIGKILL left it: no cleanup survives that
+
+    again = _run(
+        _install_args(local, tmp_path / "again", specs=("toy-app",)), env
+    )  # no channel with a secret
+    assert again.returncode == 0, again.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
