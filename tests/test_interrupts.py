@@ -323,24 +323,33 @@ def _recorded(path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()] if path.exists() else []
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "done", "SIGKILL"])
+# Run a command as on a machine that lets the user make no cgroup (tests/interrupt_hook/sitecustomize.py).
+NO_CGROUP = {
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
+    "FLAGTREE_TEST_NO_CGROUP": "1",
+}
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "done", "SIGKILL", "SIGKILL-no-cgroup"])
 def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
     tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], how: str
 ) -> None:
     """toy-slow's script starts a process that leaves the session (setsid), ignores SIGTERM and forks a child
     ignoring it too every 20 ms. Whether the build is ended by SIGTERM or its script ends as it should, the
     worker, a child subreaper, gets what the script leaves, and none of it outlives the command. When the
-    toolkit is SIGKILLed (the worker dies with it), the watchdog, which notes what runs below the worker every
-    half second, ends it (the forker has run for a second by then) before it lets the lock go."""
+    toolkit is SIGKILLed (the worker dies with it), the watchdog ends it before it lets the lock go: the
+    worker's cgroup whole, or where there is none, what it noted below the worker every half second (the
+    forker has run for a second by then) and each child it forks until it has stopped."""
     escape = tmp_path / "escaped"
-    process = toy_slow(TOY_ESCAPE=str(escape), TOY_RELEASE=str(tmp_path / "release"))
+    extra = NO_CGROUP if how == "SIGKILL-no-cgroup" else {}
+    process = toy_slow(TOY_ESCAPE=str(escape), TOY_RELEASE=str(tmp_path / "release"), **extra)
     try:
         _until(lambda: len(_recorded(escape)) >= 50, "the escaped process forks for a second")
         leader = _recorded(escape)[0]
         assert os.getsid(leader) == leader != os.getsid(int((tmp_path / "marker").read_text().split()[0]))
         if how == "SIGTERM":
             _ended(process, signal.SIGTERM)
-        elif how == "SIGKILL":
+        elif how.startswith("SIGKILL"):
             _killed(process)
             free: list[list[int]] = []
             _running_when_the_lock_is_free(tmp_path / ".channel.lock", [], free)  # the watchdog is done
@@ -350,12 +359,58 @@ def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
             _, stderr = process.communicate(timeout=120)
             assert process.returncode == 0, stderr
         running = [pid for pid in _recorded(escape) if _alive(pid)]
-        assert running == [], f"{len(running)} of {len(_recorded(escape))} escaped processes still run"
+        assert running == [], (
+            f"{len(running)} of {len(_recorded(escape))} escaped processes still run: "
+            + "; ".join(str(Process.of(pid)) for pid in running)
+        )
     finally:
         first = _recorded(escape)[:1]
         if first and (leader_process := Process.of(first[0])) is not None:
             _end_all(first[0], leader_process)
     assert len(published(tmp_path / "channel")) == (2 if how == "done" else 1)  # toy-quick, kept
+
+
+@pytest.mark.parametrize(
+    ("how", "cgroup"),
+    [("setsid", True), ("setsid", False), ("clean", True), ("group", True), ("group", False)],
+    ids=["setsid", "setsid-no-cgroup", "empty-environment", "own-group", "own-group-no-cgroup"],
+)
+def test_a_process_started_after_the_watchdog_s_last_look_is_ended_after_a_sigkill(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], how: str, cgroup: bool
+) -> None:
+    """The watchdog notes what runs below the worker every half second; here it is stopped (SIGSTOP) while the
+    build script starts a process and the toolkit is SIGKILLed, so that process started after its last look.
+    It is ended all the same: by the worker's cgroup where the machine lets the toolkit make one (always here,
+    as root), else by the second sweep, which finds it by the engine's variables in its environment
+    (``setsid``). One with an empty environment (``clean``) only the cgroup ends. One in a process group of
+    its own that stays in the build's session (``group``) is ended as a member of the session."""
+    late = tmp_path / "late"
+    process = toy_slow(TOY_LATE=str(late), TOY_LATE_HOW=how, **({} if cgroup else NO_CGROUP))
+    shell = int((tmp_path / "marker").read_text().split()[0])
+    worker = os.getsid(shell)
+    (watchdog,) = [pid for pid, name in _session(worker).items() if name == WATCHDOG]
+    os.kill(watchdog, signal.SIGSTOP)
+    pid = 0
+    try:
+        Path(f"{late}.go").touch()
+        _until(late.exists, "the build script started the late process")
+        pid = int(late.read_text())
+        _until(lambda: "sleep" in getattr(Process.of(pid), "command", ""), "it runs sleep")
+        if how == "group":
+            assert os.getpgid(pid) == pid != os.getpgid(shell)
+            assert os.getsid(pid) == worker
+        else:
+            assert os.getsid(pid) == pid != worker
+        _killed(process)
+        os.kill(watchdog, signal.SIGCONT)
+        free: list[list[int]] = []
+        _running_when_the_lock_is_free(tmp_path / ".channel.lock", [pid], free)  # the watchdog is done
+        assert free == [[]], f"the late process ({how}) still runs once the watchdog is done"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(watchdog, signal.SIGCONT)
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(

@@ -16,6 +16,7 @@ HELPERS = frozenset(
     {
         "errors",
         "platforms",
+        "_cgroups",
         "_digest",
         "_foreign_json",
         "_engine",

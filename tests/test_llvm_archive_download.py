@@ -61,12 +61,25 @@ class _Handler(BaseHTTPRequestHandler):
                 except OSError:
                     return
                 time.sleep(0.2)
+        elif route == "trickle.tar.gz":
+            self._trickle()
         elif route == "elsewhere":
             self._head(302, {"Location": f"{self.other}/archive.tar.gz", "Content-Length": "0"})
         elif route == "moved":
             self._head(302, {"Location": "/archive.tar.gz", "Content-Length": "0"})
         else:
             self._head(404, {"Content-Length": "0"})
+
+    def _trickle(self) -> None:
+        """A byte a second, every read well within its 60 s; 45 bytes, then it breaks off."""
+        self._head(200, {"Content-Length": str(len(ARCHIVE))})
+        for byte in ARCHIVE[:45]:
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(1)
 
     def _head(self, status: int, headers: dict[str, str]) -> None:
         self.send_response(status)
@@ -236,6 +249,48 @@ def test_an_interrupted_download_leaves_no_partial_file(
     assert process.returncode == 128 + signum, err
     assert err.splitlines()[-1] == line
     assert _left(env) == []
+
+
+def test_a_trickling_server_is_cut_off_at_the_timeout(
+    serve: Serve, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A byte a second keeps every read within its own timeout: the whole download's deadline
+    (--llvm-archive-timeout) ends it, in one line, with nothing left in the cache."""
+    url = f"{serve('127.0.0.1')}/trickle.tar.gz"
+    argv = ["build", "--output-dir", str(tmp_path / "out"), "--llvm-archive", url]
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), *argv, "--llvm-archive-sha256", SHA256, "--llvm-archive-timeout", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    took = time.monotonic() - started
+    errors = [line for line in done.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
+    assert done.returncode == 6, done.stderr
+    line = (
+        f"flagtree-feedstock: error: --llvm-archive {url} could not be downloaded: {url.rsplit('/', 1)[0]} did "
+        "not finish the request within 2 s: gave up (fix: on a slow link, raise --llvm-archive-timeout; or "
+        "download the file yourself and pass its path)"
+    )
+    assert errors == [line], done.stderr
+    assert "Traceback" not in done.stderr
+    # The start-up (the toolkit's imports) takes a few seconds on a loaded machine; the trickle lasts 45.
+    assert took < 30, f"the download went on for {took:.0f} s"
+    assert _left(env) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "inf", "nan"])
+def test_a_timeout_that_is_not_seconds_is_refused(value: str, env: dict[str, str]) -> None:
+    with pytest.raises(
+        ConfigurationError, match=f"--llvm-archive-timeout {value!r} is not a number of seconds"
+    ):
+        llvm_archive.from_options(
+            "https://example.invalid/a.tar.gz", SHA256, env=env, fetch=True, timeout=value
+        )
 
 
 def test_a_signed_url_s_query_is_never_printed(serve: Serve, env: dict[str, str], tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,9 @@ from ._urls import shown_text
 _PROC = Path("/proc")
 # A command line is shown up to this many characters (the engine worker's holds a whole JSON document).
 _COMMAND_CHARS = 160
+# How long :func:`kill_escaped` waits for the processes it sent SIGSTOP to stop, and then SIGKILL to end (one in
+# the kernel, in ``D``, takes a signal only when it is back).
+_STOP_SECONDS = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,10 +116,27 @@ def started(pids: Collection[int]) -> dict[int, int]:
     return found
 
 
+def with_environment_under(folder: Path) -> dict[int, int]:
+    """The running processes whose environment (``/proc/PID/environ``, as it was when each started its program)
+    has a variable whose value is a path inside ``folder``, with their start times. Processes of other users
+    cannot be read, and are not among them."""
+    inside = f"{folder}/".encode()
+    found: dict[int, int] = {}
+    for entry in _PROC.glob("[0-9]*"):
+        try:
+            environment = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if any(variable.partition(b"=")[2].startswith(inside) for variable in environment.split(b"\0")):
+            found |= started([int(entry.name)])
+    return found
+
+
 def kill_escaped(seen: Mapping[int, int], *, session: int) -> None:
     """SIGKILL each process of ``seen`` (pid -> start time) that still runs outside ``session``, and every
-    process below it: all are stopped first (SIGSTOP, round after round until no new one appears), so none
-    forks a child that escapes the kill, then killed."""
+    process below it: all are stopped first (SIGSTOP, round after round until no new one appears, each round
+    once the last one's have stopped), so none forks a child that escapes the kill, then killed. Returns once
+    they are gone (a SIGKILL is sent, not yet taken), or after :data:`_STOP_SECONDS`."""
     stopped: set[int] = set()
     roots = [
         pid for pid, start in started(seen).items() if seen[pid] == start and _session_of(pid) != session
@@ -126,9 +146,25 @@ def kill_escaped(seen: Mapping[int, int], *, session: int) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
         stopped |= new
+        # A signal is sent, not yet taken: a process may fork once more before it stops.
+        _wait_while(lambda: any(_running(pid) for pid in new))
     for pid in stopped:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    _wait_while(lambda: any(_stat(pid) is not None for pid in stopped))
+
+
+def _wait_while(condition: Callable[[], bool]) -> None:
+    """Return once ``condition`` is false, or after :data:`_STOP_SECONDS`."""
+    deadline = time.monotonic() + _STOP_SECONDS
+    while condition() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs, not stopped (``T``) nor gone."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in {"T", "t"}
 
 
 def _session_of(pid: int) -> int | None:
@@ -161,8 +197,9 @@ def end_descendants(root: int, *, grace: float, spare: Collection[int] = ()) -> 
 
 
 def end_session(session: int, *, grace: float, spare: int | None = None) -> None:
-    """End every process of ``session`` but ``spare``: SIGTERM, then SIGKILL to those left after ``grace``
-    seconds. Returns once none runs (or, if one cannot be ended, after the second grace period)."""
+    """End every process of ``session`` but ``spare``, each signalled by its pid (one that moved to a process
+    group of its own is still in the session): SIGTERM, then SIGKILL to those left after ``grace`` seconds.
+    Returns once none runs (or, if one cannot be ended, after the second grace period)."""
     for signum in (signal.SIGTERM, signal.SIGKILL):
         members = [pid for pid in session_members(session) if pid != spare]
         if not members:

@@ -143,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="the most a URL's download may take: bytes, or e.g. 4G, 1500M [4G]",
     )
+    build.add_argument(
+        "--llvm-archive-timeout",
+        metavar="SECONDS",
+        help="the longest a URL's download may take, whole, however steadily the server sends [7200]",
+    )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
     build.add_argument(
@@ -354,6 +359,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         fetch=not args.render_only,
         recipe_dir=options.recipe_dir,
         max_size=options.llvm_archive_max_size,
+        timeout=options.llvm_archive_timeout,
     )
     archive_files = (llvm_archive.variant_file(archive, env),) if archive is not None else ()
     given = variant_files(options.recipe_dir, options.exclusive_config_files, options.variant_configs)

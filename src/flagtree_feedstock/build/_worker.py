@@ -18,8 +18,12 @@ system kills it at once (``PR_SET_PDEATHSIG``, set by the worker on itself). The
 that started the worker, not the whole toolkit; that thread waits for the worker in :func:`run_engine` and
 ends it before going on, so it cannot end first while the toolkit lives, whichever thread it is. The worker's
 watchdog, a process the worker forks into its session before the engine starts, ends the rest of the session
-(the build script and everything it started, which the system does not signal), and what had left the
-session (it notes the processes below the worker every half second), and removes the staging folder. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
+(the build script and everything it started, which the system does not signal, whatever process group it
+moved to), and what had left the session, and removes the staging folder. What left the session is found by
+the worker's cgroup (:mod:`.._cgroups`), which the toolkit makes where the machine lets it and the worker
+enters after forking the watchdog, so everything the engine starts is in it; without one, by two sweeps: the
+processes the watchdog noted below the worker every half second, and those whose environment names the
+staging folder (the engine's variables for the build script), which started after its last look too. It learns that the toolkit is gone from a pipe (the lifeline): the toolkit writes one byte into it
 when it lets go of the worker on purpose; an end of file without that byte means it is gone. A thread in
 the worker could not do this: it dies with the worker.
 
@@ -47,7 +51,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import IO, Any, Literal
 
-from flagtree_feedstock import _processes
+from flagtree_feedstock import _cgroups, _processes
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock
 
@@ -120,6 +124,7 @@ def run_engine(
     worker: subprocess.Popen[bytes] | None = None
     result: EngineResult | None = None
     with (
+        _owned_cgroup() as cgroup,
         os.fdopen(events_read, encoding="utf-8") as pipe,
         os.fdopen(lifeline_write, "wb", 0) as lifeline,
         _call_file(call) as call_file,
@@ -135,6 +140,7 @@ def run_engine(
                             str(call_file),
                             ",".join(str(fd) for fd in held),
                             str(os.getpid()),
+                            str(cgroup or ""),
                         ],
                         pass_fds=[*held, call_file],
                         start_new_session=True,
@@ -158,6 +164,18 @@ def run_engine(
     if result is not None:
         return result
     return EngineResult(outcome="crash", text=f"the engine's process ended with status {worker.returncode}")
+
+
+@contextlib.contextmanager
+def _owned_cgroup() -> Iterator[Path | None]:
+    """A cgroup for the worker (:mod:`.._cgroups`), or None; whatever is still in it at the end is killed, and
+    it is removed."""
+    cgroup = _cgroups.create()
+    try:
+        yield cgroup
+    finally:
+        if cgroup is not None:
+            _cgroups.end(cgroup)
 
 
 @contextlib.contextmanager
@@ -197,7 +215,8 @@ def end_session(worker: subprocess.Popen[bytes]) -> None:
     The worker is a child subreaper: what the build script started and left, even in a session of its own,
     is re-parented to it while it runs, so its descendants are ended first, the worker last. SIGTERM, then
     SIGKILL after :data:`GRACE_SECONDS`. The worker is reaped last: until then no other process can be given
-    its pid, which is the session's id, so no process outside the session is signalled.
+    its pid, which is the session's id, so no process outside the session is signalled. Whatever is still in
+    the worker's cgroup after that is killed by :func:`run_engine` as it lets go of the cgroup.
     """
     _processes.end_descendants(worker.pid, grace=GRACE_SECONDS)
     _processes.end_session(worker.pid, grace=GRACE_SECONDS)
@@ -302,10 +321,13 @@ def main(argv: list[str]) -> int:
     call = _read_call(int(argv[0]))
     descriptor, lifeline, *lock = (int(fd) for fd in argv[1].split(","))
     _end_with_parent(int(argv[2]))
+    cgroup = Path(argv[3]) if argv[3] else None
     # What the build script leaves (a daemon in a session of its own) becomes this process's child when its
     # parent ends, not init's: it is ended before this process ends (below), or by the toolkit meanwhile.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    watchdog = _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir))
+    watchdog = _start_watchdog(lifeline, closing=descriptor, staging=Path(call.output_dir), cgroup=cgroup)
+    if cgroup is not None:  # after the watchdog's fork: it must outlive what it ends
+        _cgroups.join(cgroup)
     try:
         return _serve(call, descriptor, lock)
     finally:
@@ -362,7 +384,7 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> int:
+def _start_watchdog(lifeline: int, *, closing: int, staging: Path, cgroup: Path | None) -> int:
     """Fork the session's watchdog (see the module's docstring), return its pid; the worker goes on without
     the lifeline.
 
@@ -387,7 +409,11 @@ def _start_watchdog(lifeline: int, *, closing: int, staging: Path) -> int:
         if os.read(lifeline, 1) != _LETTING_GO:
             session = os.getsid(0)
             _processes.end_session(session, grace=GRACE_SECONDS, spare=os.getpid())
-            _processes.kill_escaped(seen, session=session)
+            if cgroup is not None:
+                _cgroups.end(cgroup)
+            # The second sweep: besides what was noted, what the engine's environment for the build script
+            # (PREFIX, SRC_DIR, BUILD_DIR: in the staging folder) reached, started since the last look.
+            _processes.kill_escaped({**seen, **_processes.with_environment_under(staging)}, session=session)
             shutil.rmtree(staging, ignore_errors=True)
     finally:
         os._exit(0)

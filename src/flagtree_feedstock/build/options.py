@@ -42,6 +42,7 @@ class BuildOptions:
     llvm_archive: str | None = None
     llvm_archive_sha256: str | None = None
     llvm_archive_max_size: str | None = None  # the most its download may take (llvm_archive.fetch's default)
+    llvm_archive_timeout: str | None = None  # the longest its download may take, whole (seconds)
     # Variant keys the recipes do not use, and a C and a C++ compiler of different versions, are errors
     # rather than notes (recipe.variants).
     strict: bool = False
@@ -85,6 +86,7 @@ ENV_OPTIONS: Mapping[str, str] = {
     "llvm_archive": "LLVM_ARCHIVE",
     "llvm_archive_sha256": "LLVM_ARCHIVE_SHA256",
     "llvm_archive_max_size": "LLVM_ARCHIVE_MAX_SIZE",
+    "llvm_archive_timeout": "LLVM_ARCHIVE_TIMEOUT",
 }
 # The plural names these had before they followed the options; still read, never suggested.
 ENV_OLD_NAMES: Mapping[str, str] = {"channels": "CHANNELS", "pythons": "PYTHONS", "outputs": "OUTPUTS"}
@@ -149,6 +151,7 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         llvm_archive=str(pick("llvm_archive") or "") or None,
         llvm_archive_sha256=str(pick("llvm_archive_sha256") or "") or None,
         llvm_archive_max_size=str(pick("llvm_archive_max_size") or "") or None,
+        llvm_archive_timeout=str(pick("llvm_archive_timeout") or "") or None,
     )
 
 

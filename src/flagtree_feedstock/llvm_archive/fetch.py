@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import math
 import re
 import stat
 import tarfile
@@ -30,6 +31,9 @@ SETUP_PY_MARKER = "version.txt"
 DEFAULT_MAX_SIZE = 4 << 30
 # A server that takes longer than this to connect, or to send the next bytes, is given up on.
 TIMEOUTS = Timeouts(connect=30, read=60)
+# --llvm-archive-timeout's default, the most the whole download may take: 4 GiB (the cap) in two hours is about
+# 600 kB/s; a server that trickles its answer (a byte a second keeps every read within its 60 s) is cut off.
+DEFAULT_TIMEOUT = 7200.0
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?:i?B)?", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -45,10 +49,28 @@ def parse_size(value: str) -> int:
     return size
 
 
-def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_SIZE) -> Path:
+def parse_timeout(value: str) -> float:
+    """``--llvm-archive-timeout``: seconds, a number above zero."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigurationError(
+            f"--llvm-archive-timeout {value!r} is not a number of seconds above 0",
+            fix=f"give seconds, e.g. {DEFAULT_TIMEOUT:g}",
+        )
+    return seconds
+
+
+def download(
+    url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_SIZE, timeout: float = DEFAULT_TIMEOUT
+) -> Path:
     """``url`` in the cache (downloaded once), its sha256 checked; a failure leaves nothing behind.
 
     At most ``max_size`` bytes are taken: a larger answer is refused as soon as it says so or passes it.
+    The whole download, connecting included, takes at most ``timeout`` seconds; each wait on the server
+    at most :data:`TIMEOUTS`.
     """
     name = f"{sha256[:16]}-{Path(urllib.parse.urlparse(url).path).name or 'llvm.tar.gz'}"
     cached = cache / name
@@ -62,7 +84,8 @@ def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_
         fix="check the URL; if that file is right, raise --llvm-archive-max-size",
     )
     try:
-        with open_request("GET", url, timeouts=TIMEOUTS) as answer:
+        timeouts = Timeouts(connect=TIMEOUTS.connect, read=TIMEOUTS.read, total=timeout)
+        with open_request("GET", url, timeouts=timeouts) as answer:
             if answer.status != 200:
                 raise SourceFetchError(
                     f"--llvm-archive {shown} could not be downloaded: the server answered "
@@ -81,7 +104,9 @@ def download(url: str, sha256: str, cache: Path, *, max_size: int = DEFAULT_MAX_
     except HttpError as exc:
         raise SourceFetchError(
             f"--llvm-archive {shown} could not be downloaded: {exc}",
-            fix=f"{exc.fix}; or download the file yourself and pass its path",
+            fix="on a slow link, raise --llvm-archive-timeout; or download the file yourself and pass its path"
+            if exc.timed_out
+            else f"{exc.fix}; or download the file yourself and pass its path",
         ) from None
     if out.sha256 != sha256:
         assert out.path is not None

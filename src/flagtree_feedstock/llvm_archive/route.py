@@ -17,7 +17,7 @@ from flagtree_feedstock.recipe.render import RenderedOutput
 from flagtree_feedstock.recipe.variants import near_miss, recipe_keys
 
 from .cache import cache_dir, file_sha256, spool
-from .fetch import DEFAULT_MAX_SIZE, download, pack_folder, parse_size
+from .fetch import DEFAULT_MAX_SIZE, DEFAULT_TIMEOUT, download, pack_folder, parse_size, parse_timeout
 from .inspection import TOP_EXAMPLE, Inspection, inspect_cached
 
 LOGGER = logging.getLogger(__name__)
@@ -74,15 +74,21 @@ def from_options(
     fetch: bool,
     recipe_dir: Path | None = None,
     max_size: str | None = None,
+    timeout: str | None = None,
 ) -> LlvmArchive | None:
     """The archive ``--llvm-archive VALUE [--llvm-archive-sha256 SHA256]`` names, checked; None without one.
 
     ``fetch``: download a URL (a build); ``--render-only`` shows it unchecked. ``recipe_dir``: the recipes
     that must read the archive's variant keys (checked first, before anything is read or fetched).
-    ``max_size``: ``--llvm-archive-max-size``, the most a download may take.
+    ``max_size``: ``--llvm-archive-max-size``, the most a download may take; ``timeout``:
+    ``--llvm-archive-timeout``, the longest it may take, whole.
     """
     if not value:
-        for option, given in (("--llvm-archive-sha256", sha256), ("--llvm-archive-max-size", max_size)):
+        for option, given in (
+            ("--llvm-archive-sha256", sha256),
+            ("--llvm-archive-max-size", max_size),
+            ("--llvm-archive-timeout", timeout),
+        ):
             if given:
                 raise ConfigurationError(
                     f"{option} works only with --llvm-archive",
@@ -97,6 +103,7 @@ def from_options(
         )
     expected = _parse_sha256(sha256) if sha256 else None
     limit = parse_size(max_size) if max_size else DEFAULT_MAX_SIZE
+    seconds = parse_timeout(timeout) if timeout else DEFAULT_TIMEOUT
     cache = cache_dir(env)
     if value.startswith(_URL_SCHEMES):
         if expected is None:
@@ -108,7 +115,7 @@ def from_options(
             # Nothing is fetched: the render (and the variant file it reads) gets the URL as shown, so its
             # password or signature is written nowhere.
             return LlvmArchive(origin=value, url=shown_url(value), sha256=expected, inspection=None)
-        path = download(value, expected, cache, max_size=limit)
+        path = download(value, expected, cache, max_size=limit, timeout=seconds)
     else:
         path = Path(urllib.parse.unquote(value.removeprefix("file://"))).expanduser()
         if not path.exists():
