@@ -365,6 +365,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         build=options.build_platform,
         strict=options.strict,
         note=LOGGER.warning,
+        root_files=options.exclusive_config_files,
     )
     if archive is not None:
         # The fix names the file to raise c_stdlib_version in: the last one given, else the root one.
