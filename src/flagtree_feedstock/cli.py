@@ -23,7 +23,7 @@ from ._interrupts import report_interrupt
 from ._paths import check_folder
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from ._urls import one_line
-from .build.options import TOOLS, BuildOptions, from_cli
+from .build.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
 from .build.plan import BuildStep, plan_builds, select_outputs
 from .bump.cli import add_bump_parser, run_bump
@@ -145,6 +145,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
+    build.add_argument(
+        "--package-format",
+        choices=PACKAGE_FORMATS,
+        help="the package format, with either --tool; both get the same SBOM and reproducible rewrite [conda]",
+    )
     build.add_argument(
         "--force",
         action="store_true",
@@ -410,6 +415,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
                 target=options.target_platform,
                 pythons=options.pythons,
                 test=options.test,
+                package_format=options.package_format,
             )
         )
     out.print(install_hint(options.output_dir, published))
@@ -492,6 +498,7 @@ def _build_rattler(
         keep_build=options.keep_build,
         force=options.force,
         emulated=emulated,
+        package_format=options.package_format,
         # As _build rendered the plan, so the engine's worker renders the same packages.
         source=RecipeSource(
             recipe=recipe,

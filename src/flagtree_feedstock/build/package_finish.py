@@ -25,6 +25,7 @@ Members stay in the engine's order (sorted, ``info/`` first); the new document i
 
 from __future__ import annotations
 
+import bz2
 import hashlib
 import io
 import json
@@ -46,6 +47,8 @@ from .sbom import sbom_path
 
 # The pkg archive's level: rattler-build's own for .conda (build_configuration.packaging_settings: 15).
 PKG_ZSTD_LEVEL = 15
+# A .tar.bz2's level: both engines' default (rattler-build's tar-bz2 and conda-build's are 9).
+TAR_BZ2_LEVEL = 9
 # What the host prefix becomes: the placeholder conda-build and rattler-build pad their prefixes with.
 PLACEHOLDER_UNIT = "_placehold"
 
@@ -75,8 +78,7 @@ class _Member:
     data: bytes | None
 
 
-def _read_tar(data: bytes) -> list[_Member]:
-    raw = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+def _read_tar(raw: bytes) -> list[_Member]:
     members = []
     with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as archive:
         for info in archive.getmembers():
@@ -85,7 +87,7 @@ def _read_tar(data: bytes) -> list[_Member]:
     return members
 
 
-def _write_tar(members: list[_Member], epoch: int, level: int) -> bytes:
+def _write_tar(members: list[_Member], epoch: int) -> bytes:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.GNU_FORMAT) as archive:
         for member in members:
@@ -95,7 +97,73 @@ def _write_tar(members: list[_Member], epoch: int, level: int) -> bytes:
             if member.data is not None:
                 member.info.size = len(member.data)
             archive.addfile(member.info, io.BytesIO(member.data) if member.data is not None else None)
-    return zstandard.ZstdCompressor(level=level).compress(out.getvalue())
+    return out.getvalue()
+
+
+def _zstd(raw: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+
+
+@dataclass
+class _Archive:
+    """A package as members: ``info/`` and the rest, and, for a ``.conda``, its zip entries in order."""
+
+    info: list[_Member]
+    pkg: list[_Member]
+    entries: dict[str, bytes] | None = None
+
+    @classmethod
+    def read(cls, package: Path) -> _Archive:
+        if not package.name.endswith(".conda"):  # a .tar.bz2: one tar, info/ and the files together
+            members = _read_tar(bz2.decompress(package.read_bytes()))
+            info = [m for m in members if m.info.name.startswith("info/")]
+            return cls(info=info, pkg=[m for m in members if not m.info.name.startswith("info/")])
+        with zipfile.ZipFile(package) as archive:
+            entries = {name: archive.read(name) for name in archive.namelist()}
+        info_name = next(n for n in entries if n.startswith("info-"))
+        pkg_name = next(n for n in entries if n.startswith("pkg-"))
+        return cls(info=_read_tar(_zstd(entries[info_name])), pkg=_read_tar(_zstd(entries[pkg_name])),
+                   entries=entries)  # fmt: skip
+
+    @staticmethod
+    def files(members: list[_Member]) -> dict[str, bytes]:
+        """Each regular file of ``members`` by name."""
+        return {m.info.name: m.data for m in members if m.data is not None}
+
+    def write(self, epoch: int) -> bytes:
+        """The package's bytes, every time in it ``epoch``: a ``.tar.bz2`` as one tar, ``info/`` first, sorted."""
+        if self.entries is None:
+            members = sorted(self.info, key=lambda m: m.info.name) + sorted(
+                self.pkg, key=lambda m: m.info.name
+            )
+            return bz2.compress(_write_tar(members, epoch), TAR_BZ2_LEVEL)
+        written = {}
+        for name in self.entries:
+            if name.startswith("info-"):
+                written[name] = zstandard.ZstdCompressor(level=INFO_ZSTD_LEVEL).compress(
+                    _write_tar(self.info, epoch)
+                )
+            elif name.startswith("pkg-"):
+                written[name] = zstandard.ZstdCompressor(level=PKG_ZSTD_LEVEL).compress(
+                    _write_tar(self.pkg, epoch)
+                )
+            else:
+                written[name] = self.entries[name]
+        date = datetime.fromtimestamp(max(epoch, 315532800), tz=timezone.utc).timetuple()[
+            :6
+        ]  # zip: from 1980
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as target:
+            for name, data in written.items():
+                entry = zipfile.ZipInfo(name, date_time=date)
+                entry.external_attr = 0o644 << 16
+                target.writestr(entry, data)
+        return out.getvalue()
+
+
+def read_package(package: Path) -> _Archive:
+    """``package`` (a ``.conda`` or a ``.tar.bz2``) as members, as the finish step reads it."""
+    return _Archive.read(package)
 
 
 def canonical_prefix(prefix: str) -> str:
@@ -190,16 +258,12 @@ def _add_sbom(pkg: list[_Member], paths: dict[str, Any], name: str, document: by
 
 
 def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | None = None) -> bool:
-    """Rewrite ``package`` (a ``.conda``) as the module's docstring says, atomically, when its recipe declares
-    ``extra.source_date_epoch`` (this feedstock's does); whether it did. A recipe without it (the toolkit's
-    toy recipes) is left as the engine wrote it. ``build_root``: the engine's output folder (the staging
-    folder), which the engine's record names ``local`` by then (local_paths.py)."""
-    with zipfile.ZipFile(package) as archive:
-        names = archive.namelist()
-        entries = {name: archive.read(name) for name in names}
-    info_name = next(n for n in names if n.startswith("info-"))
-    pkg_name = next(n for n in names if n.startswith("pkg-"))
-    info, pkg = _read_tar(entries[info_name]), _read_tar(entries[pkg_name])
+    """Rewrite ``package`` (a ``.conda`` or a ``.tar.bz2``) as the module's docstring says, atomically, when
+    its recipe declares ``extra.source_date_epoch`` (this feedstock's does); whether it did. A recipe without
+    it (the toolkit's toy recipes) is left as the engine wrote it. ``build_root``: the engine's output folder
+    (the staging folder), which the engine's record names ``local`` by then (local_paths.py)."""
+    archive = read_package(package)
+    info, pkg = archive.info, archive.pkg
     by_name = {m.info.name: m for m in info}
     index = json.loads(by_name["info/index.json"].data or b"{}")
     paths = json.loads(by_name["info/paths.json"].data or b"{}")
@@ -232,15 +296,7 @@ def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | Non
     by_name["info/index.json"].data = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
     by_name["info/paths.json"].data = (json.dumps(paths, indent=2, sort_keys=True) + "\n").encode()
 
-    entries[info_name] = _write_tar(info, epoch, INFO_ZSTD_LEVEL)
-    entries[pkg_name] = _write_tar(pkg, epoch, PKG_ZSTD_LEVEL)
-    date = datetime.fromtimestamp(max(epoch, 315532800), tz=timezone.utc).timetuple()[:6]  # zip: from 1980
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as target:
-        for name in names:
-            entry = zipfile.ZipInfo(name, date_time=date)
-            entry.external_attr = 0o644 << 16
-            target.writestr(entry, entries[name])
+    data = archive.write(epoch)
     with _replacing(package) as staged:
-        staged.write_bytes(out.getvalue())
+        staged.write_bytes(data)
     return True
