@@ -47,8 +47,9 @@ def _build(
         preexec_fn=lambda: os.umask(umask),
     )
     assert done.returncode == 0, done.stderr
-    (package,) = [p for p in out.rglob(f"{TOY}-*") if p.name.endswith((".conda", ".tar.bz2"))]
-    return package
+    found = [p for p in out.rglob(f"{TOY}-*") if p.name.endswith((".conda", ".tar.bz2"))]
+    assert len(found) == (0 if "--render-only" in extra else 1), found
+    return found[0] if found else out
 
 
 def _check_finished(package: Path) -> None:
@@ -126,3 +127,17 @@ def test_the_conda_build_route_lands_the_same_product(tmp_path: Path) -> None:
     assert one.pop(record).replace(b"extra_meta: {}\n", b"") == other.pop(record)
     del one[f"{record} (tar header)"], other[f"{record} (tar header)"]  # its size
     assert one == other
+    # `--render-only --sbom DIR` with the same route writes the very document the package carries.
+    _build(
+        tmp_path / "rendered",
+        empty,
+        "--tool",
+        "conda-build",
+        "--render-only",
+        "--sbom",
+        str(tmp_path / "sbom"),
+    )
+    (rendered,) = (tmp_path / "sbom").glob("*.cdx.json")
+    assert rendered.name == by_conda_build.name.removesuffix(".tar.bz2") + ".cdx.json"
+    (document,) = [data for name, data in one.items() if name == sbom_path(TOY)]
+    assert rendered.read_bytes() == document
