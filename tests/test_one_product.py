@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -141,3 +142,38 @@ def test_the_conda_build_route_lands_the_same_product(tmp_path: Path) -> None:
     assert rendered.name == by_conda_build.name.removesuffix(".tar.bz2") + ".cdx.json"
     (document,) = [data for name, data in one.items() if name == sbom_path(TOY)]
     assert rendered.read_bytes() == document
+
+
+@pytest.mark.conda_build
+@pytest.mark.skipif(
+    shutil.which("conda-build") is None,
+    reason="conda-build is not installed here (tier conda_build; it is not on PyPI: conda install conda-build)",
+)
+@pytest.mark.parametrize("package_format", ["conda", "tar.bz2"])
+def test_real_conda_build_packages_are_the_same_product(tmp_path: Path, package_format: str) -> None:
+    """The real conda-build, twice, in other folders and seconds apart: the same bytes, with the SBOM
+    `--render-only --sbom` writes; every file the rattler-build route's package holds, the same."""
+    empty = make_empty_channel(tmp_path / "empty")
+    (tmp_path / "condarc").touch()
+    conda = {"CONDA_SOLVER": "classic", "CONDARC": str(tmp_path / "condarc")}
+    conda |= {"CONDA_PKGS_DIRS": str(tmp_path / "pkgs"), "CONDA_BLD_PATH": str(tmp_path / "bld")}
+    route = ("--tool", "conda-build", "--package-format", package_format)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in conda.items():
+            patch.setenv(name, value)
+        first = _build(tmp_path / "one", empty, *route)
+        time.sleep(1.1)
+        second = _build(tmp_path / "two" / "deeper", empty, *route, umask=0o077, tz="Asia/Shanghai")
+    assert first.name.endswith(f".{package_format}")
+    difference = first_difference(first, second)
+    assert not difference, difference
+    _check_finished(first)
+    _build(tmp_path / "r", empty, *route, "--render-only", "--sbom", str(tmp_path / "sbom"))
+    (rendered,) = (tmp_path / "sbom").glob("*.cdx.json")
+    files = {name.rsplit(":", 1)[-1]: data for name, data in members(first) if "(" not in name}
+    assert rendered.read_bytes() == files[sbom_path(TOY)]
+    by_rattler_build = _build(tmp_path / "rb", empty, "--package-format", package_format)
+    theirs = {name.rsplit(":", 1)[-1]: data for name, data in members(by_rattler_build) if "(" not in name}
+    # The files the package installs (not its info/ records, nor the .conda's metadata.json, spelt otherwise).
+    shipped = {name: data for name, data in theirs.items() if not name.startswith(("info/", "metadata.json"))}
+    assert {name: files.get(name) for name in shipped} == shipped

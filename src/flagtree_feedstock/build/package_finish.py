@@ -35,12 +35,12 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 import zstandard
 
+from .engine_record import CONDA_BUILD_RECIPE, CONDA_BUILD_VARIANT, RATTLER_RECORD, engine_record
 from .local_paths import INFO_ZSTD_LEVEL, LOCAL, _replacing
 from .normalise import content_build_id, fix_records, replace_build_folder
 from .sbom import sbom_path
@@ -52,6 +52,10 @@ TAR_BZ2_LEVEL = 9
 # What the host prefix becomes: the placeholder conda-build and rattler-build pad their prefixes with.
 PLACEHOLDER_UNIT = "_placehold"
 
+# conda-build's header of info/recipe/meta.yaml: "# <recipe folder>, last modified <its mtime, local time>".
+_TEMPLATE_FROM = re.compile(r"^# (/.*), last modified .*$", re.MULTILINE)
+# The keys of conda-build's variant record whose lists it makes from a set.
+_SET_KEYS = ("extend_keys", "ignore_build_only_deps")
 # build_configuration.timestamp in the engine's record: when the build started, to the nanosecond.
 _STARTED = re.compile(r"^(\s*timestamp: )\d{4}-\d\d-\d\dT[\d:.]+Z$", re.MULTILINE)
 
@@ -92,6 +96,10 @@ def _write_tar(members: list[_Member], epoch: int) -> bytes:
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.GNU_FORMAT) as archive:
         for member in members:
             member.info.mtime = epoch
+            if (
+                member.info.isfile() or member.info.isdir()
+            ):  # conda-build keeps the umask's modes; rattler-build's
+                member.info.mode = 0o755 if member.info.isdir() or member.info.mode & 0o111 else 0o644
             member.info.uid = member.info.gid = 0
             member.info.uname = member.info.gname = ""
             if member.data is not None:
@@ -131,27 +139,23 @@ class _Archive:
         return {m.info.name: m.data for m in members if m.data is not None}
 
     def write(self, epoch: int) -> bytes:
-        """The package's bytes, every time in it ``epoch``: a ``.tar.bz2`` as one tar, ``info/`` first, sorted."""
+        """The package's bytes, every time in it ``epoch``, the members of each tar sorted by name (conda-build
+        writes ``info/`` in no fixed order): a ``.tar.bz2`` as one tar, ``info/`` first."""
+        info = sorted(self.info, key=lambda m: m.info.name)
+        pkg = sorted(self.pkg, key=lambda m: m.info.name)
         if self.entries is None:
-            members = sorted(self.info, key=lambda m: m.info.name) + sorted(
-                self.pkg, key=lambda m: m.info.name
-            )
-            return bz2.compress(_write_tar(members, epoch), TAR_BZ2_LEVEL)
+            return bz2.compress(_write_tar(info + pkg, epoch), TAR_BZ2_LEVEL)
+        tars = {"info-": (info, INFO_ZSTD_LEVEL), "pkg-": (pkg, PKG_ZSTD_LEVEL)}
         written = {}
-        for name in self.entries:
-            if name.startswith("info-"):
-                written[name] = zstandard.ZstdCompressor(level=INFO_ZSTD_LEVEL).compress(
-                    _write_tar(self.info, epoch)
-                )
-            elif name.startswith("pkg-"):
-                written[name] = zstandard.ZstdCompressor(level=PKG_ZSTD_LEVEL).compress(
-                    _write_tar(self.pkg, epoch)
-                )
-            else:
-                written[name] = self.entries[name]
-        date = datetime.fromtimestamp(max(epoch, 315532800), tz=timezone.utc).timetuple()[
-            :6
-        ]  # zip: from 1980
+        for name, data in self.entries.items():  # the zip's entries in the engine's order
+            members, level = tars.get(name[: name.find("-") + 1], (None, 0))
+            written[name] = (
+                data
+                if members is None
+                else zstandard.ZstdCompressor(level=level).compress(_write_tar(members, epoch))
+            )
+        # A zip's dates begin in 1980.
+        date = datetime.fromtimestamp(max(epoch, 315532800), tz=timezone.utc).timetuple()[:6]
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as target:
             for name, data in written.items():
@@ -202,15 +206,20 @@ def _without_build_folder(
 ) -> None:
     """The build folder out of every file where no compiler flag reaches, then ELF build-ids from the content
     (normalise.py). ``directories``: the engine's record of its folders, whose staging folder reads ``local``
-    by then. The host prefix first: the engine pads it to a fixed length wherever it builds, so a placeholder
+    by then (conda-build's: under ``build_root``, :mod:`.engine_record`). The host prefix first: the engine pads it to a fixed length wherever it builds, so a placeholder
     as long is the same in every build, in binaries (the .pyc files' code objects) too."""
     if build_root is None:
         return
     for key in ("host_prefix", "build_dir"):
         recorded = str(directories.get(key) or "")
-        if not recorded.startswith(f"{LOCAL}/"):
+        if recorded.startswith(f"{LOCAL}/"):
+            folder = str(build_root) + recorded.removeprefix(LOCAL)
+        elif recorded.startswith(
+            f"{build_root}/"
+        ):  # conda-build's, as its files record it (engine_record.py)
+            folder = recorded
+        else:
             continue
-        folder = str(build_root) + recorded.removeprefix(LOCAL)
         current = {name: m.data for name, m in contents.items() if m.data is not None}
         for name, data in replace_build_folder(current, folder, canonical_prefix(folder)).items():
             contents[name].data = data
@@ -247,6 +256,35 @@ def _restamp(text: str, name: str, epoch: int) -> str:
     return _SPEC_RUN.sub(lambda m: "".join(sorted(i.group(0) for i in _SPEC_ITEM.finditer(m.group(0)))), text)
 
 
+def _restamp_conda_build(by_name: dict[str, _Member], epoch: int) -> None:
+    """conda-build's records of the build: ``info/recipe/meta.yaml`` without the recipe folder's path and
+    modification time in its header (the folder's name and ``epoch``); the variant it used
+    (``info/recipe/conda_build_config.yaml``) with the lists it writes from a set (in the order of a hash
+    seed) sorted, and so the keys of what it hashed (``info/hash_input.json``)."""
+    recipe, variant = by_name.get(CONDA_BUILD_RECIPE), by_name.get(CONDA_BUILD_VARIANT)
+    if recipe is None or recipe.data is None:
+        return
+    stamp = datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%a %b %d %H:%M:%S %Y")
+    text = recipe.data.decode("utf-8")
+    text = _TEMPLATE_FROM.sub(lambda m: f"# {PurePosixPath(m[1]).name}, last modified {stamp}", text, count=1)
+    recipe.data = text.encode("utf-8")
+    if variant is not None and variant.data is not None:
+        for key in _SET_KEYS:
+            variant.data = _sorted_block_list(variant.data, key)
+    hashed = by_name.get("info/hash_input.json")
+    if hashed is not None and hashed.data is not None:
+        hashed.data = json.dumps(json.loads(hashed.data), indent=2, sort_keys=True).encode()
+
+
+def _sorted_block_list(data: bytes, key: str) -> bytes:
+    """``data`` (YAML) with the top-level block list ``key:`` holds (``- item`` lines) in sorted order."""
+    block = re.search(rb"^" + re.escape(key.encode()) + rb":\n((?:- .*\n)+)", data, re.MULTILINE)
+    if block is None:
+        return data
+    lines = sorted(block[1].splitlines(keepends=True))
+    return data[: block.start(1)] + b"".join(lines) + data[block.end(1) :]
+
+
 def _add_sbom(pkg: list[_Member], paths: dict[str, Any], name: str, document: bytes) -> None:
     path = sbom_path(name)
     _add_file(pkg, path, document)
@@ -267,15 +305,19 @@ def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | Non
     by_name = {m.info.name: m for m in info}
     index = json.loads(by_name["info/index.json"].data or b"{}")
     paths = json.loads(by_name["info/paths.json"].data or b"{}")
-    rendered_member = by_name.get("info/recipe/rendered_recipe.yaml")
-    rendered = yaml.safe_load(rendered_member.data or b"") if rendered_member is not None else {}
+    rendered_member = by_name.get(RATTLER_RECORD)
+    rendered = engine_record(archive.files(info))  # conda-build's record too, in the same shape
     epoch = source_date_epoch(rendered)
     if epoch is None:
         return False
 
     contents = {m.info.name: m for m in pkg}
     before = {name: m.data for name, m in contents.items() if m.data is not None}
-    _canonical_placeholders(paths, contents)
+    placeholders = _canonical_placeholders(paths, contents)
+    has_prefix = by_name.get("info/has_prefix")  # conda-build's list of the files it relocates, and by what
+    if has_prefix is not None and has_prefix.data is not None:
+        for prefix in placeholders:
+            has_prefix.data = has_prefix.data.replace(prefix.encode(), canonical_prefix(prefix).encode())
     directories = (rendered.get("build_configuration") or {}).get("directories") or {}
     _without_build_folder(contents, directories, build_root)
     _content_build_ids(contents)
@@ -291,6 +333,7 @@ def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | Non
         rendered_member.data = _restamp(
             (rendered_member.data or b"").decode("utf-8"), str(index["name"]), epoch
         ).encode()
+    _restamp_conda_build(by_name, epoch)
 
     _add_sbom(pkg, paths, str(index["name"]), write_sbom(index, rendered, epoch).encode("utf-8"))
     by_name["info/index.json"].data = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()

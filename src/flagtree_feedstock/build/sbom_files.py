@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 import zstandard
 
 from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import write_atomically
 
+from .engine_record import engine_record
 from .package_finish import read_package, source_date_epoch
 from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
 
@@ -128,7 +128,7 @@ def check_package(package: Path) -> SbomSummary:
     )
     if purl != expected:
         raise _bad(package, f"its SBOM describes {purl or 'no package'}, not {expected}")
-    rendered = yaml.safe_load(info.get("info/recipe/rendered_recipe.yaml", b"") or b"") or {}
+    rendered = engine_record(info)  # rattler-build's record, or conda-build's read into its shape
     components = bom.get("components", [])
     names = {c["name"] for c in components}
     sources = (rendered.get("recipe") or {}).get("source") or []
