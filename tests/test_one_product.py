@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from _package_diff import first_difference, members
-from _toy import build_args, make_empty_channel, native_args
+from _toy import RECIPES, build_args, make_empty_channel, native_args
 from flagtree_feedstock.build.sbom import sbom_path
 
 SCRIPT = str(Path(sys.executable).with_name("flagtree-feedstock"))
@@ -32,14 +32,20 @@ EPOCH = 1700000000  # the toy's extra.source_date_epoch
 
 
 def _build(
-    out: Path, empty: Path, *extra: str, umask: int = 0o022, tz: str = "UTC", path: str | None = None
+    out: Path,
+    empty: Path,
+    *extra: str,
+    umask: int = 0o022,
+    tz: str = "UTC",
+    path: str | None = None,
+    recipe: Path = RECIPES / TOY,
 ) -> Path:
-    """Build the toy into ``out`` with the console script; the one package it published."""
+    """Build the toy (``recipe``, a folder) into ``out`` with the console script; the one package it published."""
     env = dict(os.environ, http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9", TZ=tz)
     if path is not None:
         env["PATH"] = path
     done = subprocess.run(
-        [SCRIPT, *build_args(TOY, out, *native_args(empty), *extra)],
+        [SCRIPT, *build_args(str(recipe), out, *native_args(empty), *extra)],
         capture_output=True,
         text=True,
         check=False,
@@ -151,8 +157,9 @@ def test_the_conda_build_route_lands_the_same_product(tmp_path: Path) -> None:
 )
 @pytest.mark.parametrize("package_format", ["conda", "tar.bz2"])
 def test_real_conda_build_packages_are_the_same_product(tmp_path: Path, package_format: str) -> None:
-    """The real conda-build, twice, in other folders and seconds apart: the same bytes, with the SBOM
-    `--render-only --sbom` writes; every file the rattler-build route's package holds, the same."""
+    """The real conda-build, twice, from two copies of the recipe made seconds apart (conda-build records the
+    recipe folder and its time), into other folders: the same bytes, with the SBOM `--render-only --sbom`
+    writes; every file the rattler-build route's package installs, the same."""
     empty = make_empty_channel(tmp_path / "empty")
     (tmp_path / "condarc").touch()
     conda = {"CONDA_SOLVER": "classic", "CONDARC": str(tmp_path / "condarc")}
@@ -161,9 +168,13 @@ def test_real_conda_build_packages_are_the_same_product(tmp_path: Path, package_
     with pytest.MonkeyPatch.context() as patch:
         for name, value in conda.items():
             patch.setenv(name, value)
-        first = _build(tmp_path / "one", empty, *route)
+        copy = shutil.copytree(RECIPES / TOY, tmp_path / "a" / TOY, copy_function=shutil.copy)
+        first = _build(tmp_path / "one", empty, *route, recipe=copy)
         time.sleep(1.1)
-        second = _build(tmp_path / "two" / "deeper", empty, *route, umask=0o077, tz="Asia/Shanghai")
+        copy = shutil.copytree(RECIPES / TOY, tmp_path / "b" / "c" / TOY, copy_function=shutil.copy)
+        second = _build(
+            tmp_path / "two" / "deeper", empty, *route, umask=0o077, tz="Asia/Shanghai", recipe=copy
+        )
     assert first.name.endswith(f".{package_format}")
     difference = first_difference(first, second)
     assert not difference, difference
