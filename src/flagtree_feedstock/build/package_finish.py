@@ -1,4 +1,4 @@
-"""The last step of every package the engine builds: its SBOM put in, the engine's clock taken out.
+"""The last step of every package either engine builds: its SBOM put in, the engine's clock taken out.
 
 py-rattler-build 0.73 (rattler-build at ``f2d6c493``, the 0.73.0 release) stamps each build with the time it
 starts (``jiff::Timestamp::now()`` in py-rattler-build's ``output_from_rendered_variant`` and in
@@ -9,7 +9,13 @@ starts (``jiff::Timestamp::now()`` in py-rattler-build's ``output_from_rendered_
 hands the build script. It already sorts the members (``info/`` first), and writes tar headers in its
 deterministic mode (owner 0, normalised modes).
 
-:func:`finish_package` rewrites a built ``.conda`` once, deterministically:
+conda-build (``--tool conda-build``) stamps the same times, keeps the build's umask in the modes, records the
+recipe folder and its modification time in ``info/recipe/meta.yaml``'s header, writes the lists of its variant
+record it makes from a set and ``info/hash_input.json`` in a hash seed's order, and lists the host prefix it
+relocates by in ``info/has_prefix`` as well.
+
+:func:`finish_package` rewrites a built ``.conda`` or ``.tar.bz2`` once, deterministically, from the engine's
+record of the build (:mod:`.engine_record`: rattler-build's, or conda-build's in its shape):
 
 - every time the engine stamped becomes ``SOURCE_DATE_EPOCH`` (the recipe's ``extra.source_date_epoch``);
 - the host prefix the engine built in (under the staging folder, so different for every build) becomes a
@@ -17,10 +23,14 @@ deterministic mode (owner 0, normalised modes).
   installer relocates them as before; the host prefix and the build folder where else they are, ELF
   build-ids, and the ``RECORD`` files that hash them, as :mod:`.normalise` says;
 - the run exports the engine lists in a hash map's order are sorted (``index.json``, the engine's record);
+  conda-build's recipe header names the folder alone and ``SOURCE_DATE_EPOCH``, its set-made lists and
+  ``hash_input.json``'s keys are sorted, ``info/has_prefix`` gets the placeholder, modes are ``0644`` (``0755``
+  for a folder or an executable), as rattler-build writes them;
 - the package's CycloneDX document (:mod:`.sbom`) is added at :func:`.sbom.sbom_path`, listed in
   ``info/paths.json`` with its sha256.
 
-Members stay in the engine's order (sorted, ``info/`` first); the new document is put in its sorted place.
+Members are written sorted by name in each tar (a ``.tar.bz2``: ``info/`` first), as rattler-build writes them;
+a ``.conda`` keeps its zip entries in the engine's order.
 """
 
 from __future__ import annotations
