@@ -19,6 +19,7 @@ import yaml
 
 from _rehearsal_channel import PY, TARGET
 from _rehearsal_sources import ROOT, Sources
+from flagtree_feedstock.build.options import PackageFormat
 from flagtree_feedstock.build.plan import plan_builds
 from flagtree_feedstock.build.run import BuildSettings, ForeignTarget, run_plan
 from flagtree_feedstock.recipe.render import render
@@ -104,6 +105,7 @@ def build(
     keep_build: bool = False,
     build_platform: str = TARGET,
     extra_channels: Sequence[Path] = (),
+    package_format: PackageFormat = "conda",
 ) -> list[Path]:
     """Build the outputs ``names`` of ``root``'s recipe into ``channel_dir`` (which may hold earlier ones).
 
@@ -117,6 +119,7 @@ def build(
         channels=(*(c.as_uri() for c in extra_channels), stub_channel.as_uri()),
         test=test,
         keep_build=keep_build,
+        package_format=package_format,
         foreign=ForeignTarget(
             recipe=recipe,
             variant_files=(variant_file,),

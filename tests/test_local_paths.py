@@ -19,7 +19,7 @@ import pytest
 import zstandard
 
 from _toy import build_args, make_empty_channel, native_args
-from flagtree_feedstock.build import run as build_run
+from flagtree_feedstock.build import reproducible
 from flagtree_feedstock.build.local_paths import local_folders, scrub_local_paths, scrub_text
 from flagtree_feedstock.channel.folder import index_channel, smoke_install
 from flagtree_feedstock.cli import main
@@ -51,7 +51,7 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("http_proxy", "http://127.0.0.1:9")
         mp.setenv("https_proxy", "http://127.0.0.1:9")
-        mp.setattr(build_run, "scrub_new_packages", lambda *args: None)
+        mp.setattr(reproducible, "scrub_new_packages", lambda *args: False)
         return _build(base)
 
 

@@ -1,5 +1,6 @@
 """The rehearsal's reproducibility check: every output of the real recipe built twice, in different folders,
-at different times, under another umask, locale and time zone, gives the same package bytes.
+at different times, under another umask, locale and time zone, gives the same package bytes, as a `.conda`
+and as a `.tar.bz2`.
 
 On a difference it names the member and shows the first differing bytes (tests/_package_diff.py), with
 diffoscope's report where diffoscope is installed. A build script that writes the date into a file must fail
@@ -19,6 +20,7 @@ import pytest
 from _package_diff import diffoscope_report, first_difference
 from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_sources import ROOT, Sources
+from flagtree_feedstock.build.options import PackageFormat
 
 pytestmark = pytest.mark.rehearsal
 
@@ -39,7 +41,13 @@ def _host(umask: int, locale: str, tz: str) -> Iterator[None]:
 
 
 def _build_all(
-    root: Path, sources: Sources, folder: Path, stub_channel: Path, names: tuple[str, ...] = ORDER
+    root: Path,
+    sources: Sources,
+    folder: Path,
+    stub_channel: Path,
+    names: tuple[str, ...] = ORDER,
+    *,
+    package_format: PackageFormat = "conda",
 ) -> dict[str, Path]:
     folder.mkdir(parents=True)
     variant_file = write_variants(root, sources, folder / "variants.yaml")
@@ -48,7 +56,15 @@ def _build_all(
     for name in names:
         (built,) = [
             p
-            for p in build(root, variant_file, channel, stub_channel, names=[name], test=False)
+            for p in build(
+                root,
+                variant_file,
+                channel,
+                stub_channel,
+                names=[name],
+                test=False,
+                package_format=package_format,
+            )
             if p.name.startswith(f"{name}-")
         ]
         packages[name] = built
@@ -70,18 +86,37 @@ def _compare(first: dict[str, Path], second: dict[str, Path]) -> list[str]:
 
 
 def _twice(
-    tmp_path: Path, sources: Sources, stub_channel: Path, root: Path, names: tuple[str, ...] = ORDER
+    tmp_path: Path,
+    sources: Sources,
+    stub_channel: Path,
+    root: Path,
+    names: tuple[str, ...] = ORDER,
+    *,
+    package_format: PackageFormat = "conda",
 ) -> list[str]:
     with _host(0o022, "C.UTF-8", "UTC"):
-        first = _build_all(root, sources, tmp_path / "first", stub_channel, names)
+        first = _build_all(
+            root, sources, tmp_path / "first", stub_channel, names, package_format=package_format
+        )
     time.sleep(1.1)  # another second, for anything stamped with the time
     with _host(0o077, "POSIX", "Asia/Shanghai"):
-        second = _build_all(root, sources, tmp_path / "second-folder" / "deeper", stub_channel, names)
+        second = _build_all(
+            root,
+            sources,
+            tmp_path / "second-folder" / "deeper",
+            stub_channel,
+            names,
+            package_format=package_format,
+        )
+    assert all(p.name.endswith(f".{package_format}") for p in (*first.values(), *second.values()))
     return _compare(first, second)
 
 
-def test_every_output_builds_to_the_same_bytes(tmp_path: Path, sources: Sources, stub_channel: Path) -> None:
-    differences = _twice(tmp_path, sources, stub_channel, ROOT)
+@pytest.mark.parametrize("package_format", ["conda", "tar.bz2"])
+def test_every_output_builds_to_the_same_bytes(
+    tmp_path: Path, sources: Sources, stub_channel: Path, package_format: PackageFormat
+) -> None:
+    differences = _twice(tmp_path, sources, stub_channel, ROOT, package_format=package_format)
     assert not differences, "\n".join(differences)
 
 

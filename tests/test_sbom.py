@@ -184,11 +184,20 @@ def test_sbom_names_what_is_wrong_in_one_line(
 
 
 def test_sbom_refuses_a_file_that_is_not_a_conda_package(tmp_path: Path) -> None:
-    other = tmp_path / "x.tar.bz2"
+    other = tmp_path / "x.zip"
     other.write_bytes(b"")
     done = _run("sbom", str(other))
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"flagtree-feedstock: error: {other} is not a .conda package "
-        "(fix: pass a .conda file the build wrote into its --output-dir)"
+        f"flagtree-feedstock: error: {other} is not a conda package (.conda or .tar.bz2) "
+        "(fix: pass a package file the build wrote into its --output-dir)"
     )
+
+
+def test_sbom_refuses_an_empty_tar_bz2_in_one_line(tmp_path: Path) -> None:
+    empty = tmp_path / "x-1-0.tar.bz2"
+    empty.write_bytes(b"")
+    done = _run("sbom", str(empty))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"flagtree-feedstock: error: {empty}: not a readable package ("), line

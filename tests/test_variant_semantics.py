@@ -133,6 +133,40 @@ def test_conda_forges_pinning_as_e_is_read_and_its_other_keys_noted_once() -> No
     assert "unknown variant key" in line
 
 
+def _pinning_shaped(tmp_path: Path) -> Path:
+    """A small file shaped like conda-forge's pinning: the repository's root keys, and conda-forge's own
+    gxx_compiler and gxx_compiler_version, a letter from the cxx_compiler keys the recipes use."""
+    extra = 'gxx_compiler:\n  - gxx\ngxx_compiler_version:\n  - "14"\n'
+    return _file(tmp_path, "pinning.yaml", GLOBAL.read_text() + extra)
+
+
+def _hints(done: subprocess.CompletedProcess[str]) -> list[str]:
+    assert done.returncode == 0, done.stderr
+    (note,) = [line for line in done.stderr.splitlines() if line.startswith("ignored ")]
+    return [part.strip() for part in note.split(";") if "did you mean" in part]
+
+
+def test_keys_of_the_pinning_given_with_e_are_known_keys(tmp_path: Path) -> None:
+    """conda-forge's gxx_compiler is its own key, not a misspelt cxx_compiler: given with -e it is ignored
+    without a hint; the same keys in a -m file are hinted at, and --strict names no key meant for them."""
+    pinning = _pinning_shaped(tmp_path)
+    assert _hints(_run("-e", str(pinning))) == []
+    added = _file(tmp_path, "added.yaml", 'gxx_compiler:\n  - gxx\ngxx_compiler_version:\n  - "14"\n')
+    assert _hints(_run("-m", str(added))) == [
+        "gxx_compiler: did you mean cxx_compiler?",
+        "gxx_compiler_version: did you mean cxx_compiler_version?",
+    ]
+    assert _hints(_run("-e", str(pinning), "-m", str(added))) == []
+    line = _fails("-e", str(pinning), "--strict")
+    assert "unknown variant key gxx_compiler" in line
+    assert "did you mean" not in line
+
+
+@pytest.mark.skipif(not PINNING.is_file(), reason=f"conda-forge's pinning file is not at {PINNING}")
+def test_conda_forges_own_keys_get_no_hint() -> None:
+    assert _hints(_run("-e", str(PINNING))) == []
+
+
 def test_an_unknown_key_is_a_note_naming_the_key_meant(tmp_path: Path) -> None:
     # An ignored key's value is not judged either: conda-forge's pinning has `cdt_arch: aarch64`, not a list.
     text = 'sleef_comit: ["93f04d869471ce4d007abaebb8c6a7bc62749f61"]\ncdt_arch: aarch64\n'

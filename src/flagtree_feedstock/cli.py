@@ -23,7 +23,7 @@ from ._interrupts import report_interrupt
 from ._paths import check_folder
 from ._progress import ConsoleHandler, EngineEvents, new_progress
 from ._urls import one_line
-from .build.options import TOOLS, BuildOptions, from_cli
+from .build.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
 from .build.plan import BuildStep, plan_builds, select_outputs
 from .bump.cli import add_bump_parser, run_bump
@@ -58,6 +58,90 @@ def _parser() -> argparse.ArgumentParser:
         "FLAGTREE_FEEDSTOCK_OUTPUT_DIR, ...; lists separated by spaces or commas, paths by ':'); the command "
         "line wins.",
     )
+    _add_build_arguments(build)
+
+    channel = sub.add_parser("channel", help="index a channel folder or smoke-install from it")
+    channel_sub = channel.add_subparsers(dest="channel_command", required=True)
+    index = channel_sub.add_parser("index", help="write repodata.json for every subdir")
+    index.add_argument(
+        "channel_dir", type=Path, metavar="DIR", help="the channel folder (a build's --output-dir)"
+    )
+    install = channel_sub.add_parser(
+        "install", help="solve and install packages from the channel into a scratch prefix"
+    )
+    install.add_argument("channel_dir", type=Path, metavar="DIR", help="the indexed channel folder")
+    install.add_argument("specs", nargs="+", metavar="SPEC", help="match specs, e.g. flagtree-cpu")
+    install.add_argument(
+        "--prefix", type=Path, help="install here and keep it (default: a temporary prefix, removed)"
+    )
+    install.add_argument(
+        "--target-platform",
+        default=DEFAULT_TARGET,
+        help=f"the platform to solve for: one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]",
+    )
+    install.add_argument(
+        "-c",
+        "--channel",
+        dest="channels",
+        action="append",
+        default=[],
+        metavar="CHANNEL",
+        help="extra channel (repeatable)",
+    )
+
+    upload = sub.add_parser(
+        "upload", help="upload every package of a channel folder to prefix.dev or anaconda.org"
+    )
+    upload.add_argument(
+        "channel_dir", type=Path, metavar="DIR", help="the channel folder whose packages to upload"
+    )
+    upload.add_argument(
+        "--to",
+        required=True,
+        help="prefix (token: $PREFIX_API_KEY, or trusted publishing in a GitHub job) or anaconda "
+        "($ANACONDA_API_KEY)",
+    )
+    upload.add_argument(
+        "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
+    )
+    upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
+    upload.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one request may take, whole: connecting (at most 30 s of it), sending, and the "
+        "server's whole answer [300]",
+    )
+    upload.add_argument(
+        "--attestations",
+        type=Path,
+        metavar="DIR",
+        help="prefix.dev: send each package's CEP 27 attestation, DIR/<package file>.sigstore.json, with it",
+    )
+    upload.add_argument(
+        "--label",
+        dest="labels",
+        action="append",
+        metavar="LABEL",
+        help="anaconda.org label (repeatable) [main]",
+    )
+    _add_staged_recipes_parser(sub)
+    sbom = sub.add_parser("sbom", help="summarise a built package's SBOM and check it against the package")
+    sbom.add_argument("package", type=Path, metavar="PACKAGE_FILE", help="a .conda file the build wrote")
+    add_bump_parser(sub)
+    # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
+    sub.add_parser(
+        "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
+    )
+    sub.add_parser(
+        "verify", help="run the flagtree-cpu package test (same as flagtree-verify)", add_help=False
+    )
+    return parser
+
+
+def _add_build_arguments(build: argparse.ArgumentParser) -> None:
+    """The options of `build`: what to build, from which variants, where, and with which engine."""
     build.add_argument("--recipe-dir", help="folder with recipe.yaml and meta.yaml [recipe]")
     build.add_argument(
         "-m",
@@ -151,89 +235,15 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
     build.add_argument(
+        "--package-format",
+        choices=PACKAGE_FORMATS,
+        help="the package format, with either --tool; both get the same SBOM and reproducible rewrite [conda]",
+    )
+    build.add_argument(
         "--force",
         action="store_true",
         help="rebuild the selected packages the output folder already holds (they are reused otherwise)",
     )
-
-    channel = sub.add_parser("channel", help="index a channel folder or smoke-install from it")
-    channel_sub = channel.add_subparsers(dest="channel_command", required=True)
-    index = channel_sub.add_parser("index", help="write repodata.json for every subdir")
-    index.add_argument(
-        "channel_dir", type=Path, metavar="DIR", help="the channel folder (a build's --output-dir)"
-    )
-    install = channel_sub.add_parser(
-        "install", help="solve and install packages from the channel into a scratch prefix"
-    )
-    install.add_argument("channel_dir", type=Path, metavar="DIR", help="the indexed channel folder")
-    install.add_argument("specs", nargs="+", metavar="SPEC", help="match specs, e.g. flagtree-cpu")
-    install.add_argument(
-        "--prefix", type=Path, help="install here and keep it (default: a temporary prefix, removed)"
-    )
-    install.add_argument(
-        "--target-platform",
-        default=DEFAULT_TARGET,
-        help=f"the platform to solve for: one of {', '.join(sorted(PLATFORMS))} [{DEFAULT_TARGET}]",
-    )
-    install.add_argument(
-        "-c",
-        "--channel",
-        dest="channels",
-        action="append",
-        default=[],
-        metavar="CHANNEL",
-        help="extra channel (repeatable)",
-    )
-
-    upload = sub.add_parser(
-        "upload", help="upload every package of a channel folder to prefix.dev or anaconda.org"
-    )
-    upload.add_argument(
-        "channel_dir", type=Path, metavar="DIR", help="the channel folder whose packages to upload"
-    )
-    upload.add_argument(
-        "--to",
-        required=True,
-        help="prefix (token: $PREFIX_API_KEY, or trusted publishing in a GitHub job) or anaconda "
-        "($ANACONDA_API_KEY)",
-    )
-    upload.add_argument(
-        "--channel", required=True, help="the prefix.dev channel, or the anaconda.org owner (user/org)"
-    )
-    upload.add_argument("--url", help="the server, for self-hosted instances [the public one]")
-    upload.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="the longest one request may take, whole: connecting (at most 30 s of it), sending, and the "
-        "server's whole answer [300]",
-    )
-    upload.add_argument(
-        "--attestations",
-        type=Path,
-        metavar="DIR",
-        help="prefix.dev: send each package's CEP 27 attestation, DIR/<package file>.sigstore.json, with it",
-    )
-    upload.add_argument(
-        "--label",
-        dest="labels",
-        action="append",
-        metavar="LABEL",
-        help="anaconda.org label (repeatable) [main]",
-    )
-    _add_staged_recipes_parser(sub)
-    sbom = sub.add_parser("sbom", help="summarise a built package's SBOM and check it against the package")
-    sbom.add_argument("package", type=Path, metavar="PACKAGE_FILE", help="a .conda file the build wrote")
-    add_bump_parser(sub)
-    # Listed for --help only: main() hands their arguments to flagtree-doctor / flagtree-verify unparsed.
-    sub.add_parser(
-        "doctor", help="check this machine for flagtree-cpu (same as flagtree-doctor)", add_help=False
-    )
-    sub.add_parser(
-        "verify", help="run the flagtree-cpu package test (same as flagtree-verify)", add_help=False
-    )
-    return parser
 
 
 def _add_staged_recipes_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers action has no public type
@@ -371,6 +381,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         build=options.build_platform,
         strict=options.strict,
         note=LOGGER.warning,
+        root_files=options.exclusive_config_files,
     )
     if archive is not None:
         # The fix names the file to raise c_stdlib_version in: the last one given, else the root one.
@@ -415,6 +426,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
                 target=options.target_platform,
                 pythons=options.pythons,
                 test=options.test,
+                package_format=options.package_format,
             )
         )
     out.print(install_hint(options.output_dir, published))
@@ -497,6 +509,7 @@ def _build_rattler(
         keep_build=options.keep_build,
         force=options.force,
         emulated=emulated,
+        package_format=options.package_format,
         # As _build rendered the plan, so the engine's worker renders the same packages.
         source=RecipeSource(
             recipe=recipe,

@@ -6,6 +6,9 @@
 - :mod:`._worker`: one engine call in a process of its own session;
 - :mod:`.output_dir`: the output folder: its lock, the staging folder, packages landing, the package cache;
 - :mod:`.local_paths`: the build machine's folders taken out of a built package;
+- :mod:`.reproducible`: the one landing step of every package, whichever engine and format wrote it, with
+  :mod:`.package_finish` (the SBOM in, the engine's clock and folders out), :mod:`.engine_record` (either
+  engine's record of the build, in one shape), :mod:`.sbom` and :mod:`.normalise`;
 - :mod:`.conda_build`: ``--tool conda-build``/``boa``.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them),

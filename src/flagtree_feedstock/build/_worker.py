@@ -86,6 +86,7 @@ class EngineCall:
     channels: tuple[str, ...]
     test_strategy: str
     keep_build: bool
+    package_format: str = "conda"
     # Whether the parent shows progress events; without, the engine prints its log itself.
     events: bool = True
     key: tuple[str, str, str] | None = None
@@ -287,6 +288,7 @@ def _run(call: EngineCall, events: _Forward) -> None:
             output_dir=Path(call.output_dir),
             channels=list(call.channels),
             progress_callback=events if call.events else None,
+            package_format=call.package_format,
         )
         return
     # The variant the main process rendered (the files merged and checked), not the files read again.
@@ -314,6 +316,7 @@ def _run(call: EngineCall, events: _Forward) -> None:
             test=call.test_strategy,
             keep_build=call.keep_build,
             output_dir=Path(call.output_dir),
+            package_format=call.package_format.replace(".", "-"),  # this entry spells it tar-bz2
         )
 
 

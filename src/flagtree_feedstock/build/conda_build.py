@@ -11,8 +11,11 @@ from typing import Literal
 from flagtree_feedstock import _subprocess
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.platforms import PlatformName
+from flagtree_feedstock.recipe.variants import variant_files
 
+from .options import PackageFormat
 from .output_dir import index_held, output_lock, publish_new, seed_staging, staging_dir
+from .reproducible import land_new_packages
 
 CondaTool = Literal["conda-build", "boa"]
 
@@ -39,6 +42,7 @@ class CondaBuildRequest:
     test: bool = True
     # conda-build's -m: read after the recipe folder's own, in order (--variant-config, --llvm-archive's keys).
     variant_files: tuple[Path, ...] = ()
+    package_format: PackageFormat = "conda"
 
 
 def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
@@ -53,7 +57,9 @@ def command(request: CondaBuildRequest, *, output_folder: Path) -> list[str]:
         argv += ["-e", str(root)]
     for added in request.variant_files:
         argv += ["-m", str(added)]
-    argv += ["--output-folder", str(output_folder), "-c", output_folder.as_uri()]
+    # Its build folders under the staging folder, as the engine's (output_dir.staging_parent says why).
+    argv += ["--output-folder", str(output_folder), "--croot", str(output_folder / "bld")]
+    argv += ["--package-format", request.package_format, "-c", output_folder.as_uri()]
     for channel in request.channels:
         argv += ["-c", channel]
     for python in request.pythons:  # conda-build's --python appends one variant value per use
@@ -73,7 +79,9 @@ def environment(request: CondaBuildRequest, base: Mapping[str, str]) -> dict[str
 def build(request: CondaBuildRequest, *, base_env: Mapping[str, str] | None = None) -> list[Path]:
     """Run conda-build/boa into a staging folder and publish + index the channel folder on success.
 
-    conda-build builds every package in one process, so its packages land together, after it succeeded.
+    conda-build builds every package in one process, so its packages land together, after it succeeded,
+    through the landing step of the rattler-build route (:func:`.reproducible.land_new_packages`): the same
+    SBOM, the same reproducible rewrite, in either format.
     """
     with output_lock(request.channel_dir):
         index_held(request.channel_dir)
@@ -81,5 +89,15 @@ def build(request: CondaBuildRequest, *, base_env: Mapping[str, str] | None = No
             known = seed_staging(request.channel_dir, staging) if request.channel_dir.is_dir() else set()
             _subprocess.run(
                 command(request, output_folder=staging), env=environment(request, base_env or os.environ)
+            )
+            land_new_packages(
+                staging,
+                known,
+                channel_dir=request.channel_dir,
+                channels=[staging.as_uri(), *request.channels],
+                recipe_dir=request.recipe_dir,
+                variant_files=variant_files(
+                    request.recipe_dir, request.exclusive_config_files, request.variant_files
+                ),
             )
             return publish_new(staging, request.channel_dir, known=known, subdirs=(request.target, "noarch"))

@@ -15,6 +15,9 @@ from flagtree_feedstock.platforms import DEFAULT_TARGET, PlatformName, parse_pla
 
 Tool = Literal["rattler-build", "conda-build", "boa"]
 TOOLS: frozenset[str] = frozenset(get_args(Tool))
+# The package format either engine writes; the toolkit finishes both alike (build/package_finish.py).
+PackageFormat = Literal["conda", "tar.bz2"]
+PACKAGE_FORMATS: tuple[str, ...] = get_args(PackageFormat)
 
 # FLAGTREE_FEEDSTOCK_<NAME> environment variables may set these (see ENV_OPTIONS); the command line wins.
 ENV_PREFIX = "FLAGTREE_FEEDSTOCK_"
@@ -35,6 +38,7 @@ class BuildOptions:
     pythons: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     tool: Tool = "rattler-build"
+    package_format: PackageFormat = "conda"
     test: bool = True
     keep_build: bool = False
     force: bool = False
@@ -144,6 +148,7 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         pythons=_as_tuple(pythons),
         outputs=_as_tuple(pick("outputs")),
         tool=_parse_tool(str(tool)) if tool else default.tool,
+        package_format=values.get("package_format") or default.package_format,  # type: ignore[arg-type]
         test=not values.get("no_test"),
         keep_build=bool(values.get("keep_build")),
         force=bool(values.get("force")),

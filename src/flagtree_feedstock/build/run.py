@@ -17,7 +17,6 @@ from pathlib import Path
 
 from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, authentication_file, split_credentials
-from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.errors import (
     BuildFailedError,
     DependencyError,
@@ -27,7 +26,7 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
-from .local_paths import scrub_new_packages
+from .options import PackageFormat
 from .output_dir import (
     evict,
     held_package,
@@ -40,7 +39,7 @@ from .output_dir import (
     staging_dir,
 )
 from .plan import BuildStep
-from .reproducible import finish_new_packages
+from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
 # Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
@@ -87,6 +86,7 @@ class BuildSettings:
     source: RecipeSource | None = None
     # Set when the target platform is not this machine's (a cross build).
     foreign: ForeignTarget | None = None
+    package_format: PackageFormat = "conda"
 
     @property
     def test_strategy(self) -> str:
@@ -158,12 +158,15 @@ def run_plan(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
-                # No build-machine paths in what lands; the staging index then lists the rewritten files.
-                if scrub_new_packages(staging, known, channel_dir, channels):
-                    index_channel(staging, check=False)
-                # Each new package gets its SBOM and loses the engine's clock and folders (package_finish.py).
-                if finish_new_packages(staging, known, source.recipe.parent, source.variant_files):
-                    index_channel(staging, check=False)
+                # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
+                land_new_packages(
+                    staging,
+                    known,
+                    channel_dir=channel_dir,
+                    channels=channels,
+                    recipe_dir=source.recipe.parent,
+                    variant_files=source.variant_files,
+                )
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
                     staging, channel_dir, known=known, subdirs=subdirs, force=settings.force
@@ -204,6 +207,7 @@ def _engine_call(
         "channels": tuple(channels),
         "test_strategy": settings.test_strategy,
         "keep_build": settings.keep_build,
+        "package_format": settings.package_format,
         "events": events is not None,
     }
     if settings.foreign is None:

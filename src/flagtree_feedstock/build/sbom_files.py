@@ -4,7 +4,7 @@
   (:func:`.sbom.facts_from_render`): the same sources, patches, pins and package as the built one; the build
   and host environments are the recipe's requirements there, where a built package names what the engine
   resolved. One file per package file name, ``<name>-<version>-<build>.cdx.json``.
-- :func:`check_package` reads a built ``.conda``'s document and checks it against the package: it validates
+- :func:`check_package` reads a built package's (``.conda`` or ``.tar.bz2``) document and checks it against the package: it validates
   against CycloneDX 1.6; it describes this package (name, version, build, subdir); ``info/paths.json`` lists
   it with its sha256; it names every source and patch the engine's record lists and every pin of the record's
   variant with the same value.
@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import tarfile
 import zipfile
@@ -22,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 import zstandard
 
+from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import write_atomically
 
-from .package_finish import source_date_epoch
+from .engine_record import engine_record
+from .package_finish import read_package, source_date_epoch
 from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
 
 
@@ -83,31 +83,25 @@ def _bad(package: Path, what: str) -> ConfigurationError:
     )
 
 
-def _tar(archive: zipfile.ZipFile, prefix: str) -> dict[str, bytes]:
-    name = next((n for n in archive.namelist() if n.startswith(prefix)), None)
-    if name is None:
-        return {}
-    raw = zstandard.ZstdDecompressor().decompressobj().decompress(archive.read(name))
-    found = {}
-    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
-        for member in tar.getmembers():
-            handle = tar.extractfile(member) if member.isfile() else None
-            if handle is not None:
-                found[member.name] = handle.read()
-    return found
-
-
 def _read(package: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    if not package.name.endswith(".conda"):
+    """The files of ``package``'s ``info/`` and of the rest, each by name, as the finish step reads them."""
+    if not package.name.endswith(PACKAGE_SUFFIXES):
         raise ConfigurationError(
-            f"{package} is not a .conda package",
-            fix="pass a .conda file the build wrote into its --output-dir",
+            f"{package} is not a conda package (.conda or .tar.bz2)",
+            fix="pass a package file the build wrote into its --output-dir",
         )
     try:
-        with zipfile.ZipFile(package) as archive:
-            return _tar(archive, "info-"), _tar(archive, "pkg-")
-    except (zipfile.BadZipFile, zstandard.ZstdError, tarfile.TarError) as exc:
-        raise _bad(package, f"not a readable .conda ({exc})") from None
+        archive = read_package(package)
+    except (
+        zipfile.BadZipFile,
+        zstandard.ZstdError,
+        tarfile.TarError,
+        OSError,
+        EOFError,
+        StopIteration,
+    ) as exc:
+        raise _bad(package, f"not a readable package ({str(exc) or 'an archive is missing'})") from None
+    return archive.files(archive.info), archive.files(archive.pkg)
 
 
 def check_package(package: Path) -> SbomSummary:
@@ -134,7 +128,7 @@ def check_package(package: Path) -> SbomSummary:
     )
     if purl != expected:
         raise _bad(package, f"its SBOM describes {purl or 'no package'}, not {expected}")
-    rendered = yaml.safe_load(info.get("info/recipe/rendered_recipe.yaml", b"") or b"") or {}
+    rendered = engine_record(info)  # rattler-build's record, or conda-build's read into its shape
     components = bom.get("components", [])
     names = {c["name"] for c in components}
     sources = (rendered.get("recipe") or {}).get("source") or []

@@ -26,6 +26,7 @@ from .variants import (
     engine_text,
     ignored_note,
     merge_variants,
+    pinning_keys,
     read_variant_text,
     recipe_keys,
     template_variables,
@@ -70,18 +71,21 @@ def engine_variants(
     build: PlatformName | None,
     strict: bool = False,
     note: Callable[[str], None] | None = None,
+    root_files: Sequence[Path] = (),
 ) -> Any:  # noqa: ANN401 - rattler_build.VariantConfig
     """The variant files, checked (:func:`.variants.check_variant_files`) and merged as conda-build merges them
     (:func:`.variants.merge_variants`), their `# [selector]`s evaluated for ``target``: the one variant config
     the engine sees, whichever route (defaults, ``-e``, ``-m``) named the values.
 
     Keys the recipes do not use are ignored with one ``note``, a C and a C++ compiler of different versions is
-    a ``note`` too; with ``strict`` both are errors.
+    a ``note`` too; with ``strict`` both are errors. Neither calls a key that ``root_files`` (those of
+    ``variant_files`` given as ``-e``: conda-forge's global pinning) set a misspelling.
     """
     rb = require("rattler_build", "py-rattler-build")
     keys = recipe_keys(recipe_dir)
     texts = {path: read_variant_text(path) for path in variant_files}
-    ignored = check_variant_files(variant_files, keys, strict=strict, texts=texts)
+    known = pinning_keys(root_files, texts)
+    ignored = check_variant_files(variant_files, keys, strict=strict, texts=texts, known=known)
     jinja = rb.JinjaConfig(platform=rb.PlatformConfig(target_platform=target, build_platform=build))
     loaded = []
     with tempfile.TemporaryDirectory(prefix="flagtree-variants-") as scratch:
@@ -100,7 +104,7 @@ def engine_variants(
             loaded.append((path, config.to_dict(), [*(config.zip_keys or []), *flat]))
     merged = merge_variants(loaded, keys)
     if ignored and note is not None:
-        note(ignored_note(ignored, keys))
+        note(ignored_note(ignored, keys, known=known))
     for mismatch in compiler_mismatches(merged):
         if strict:
             raise ConfigurationError(mismatch, fix="set c_compiler_version and cxx_compiler_version alike")
@@ -139,11 +143,12 @@ def render(
     build: PlatformName | None = None,
     strict: bool = False,
     note: Callable[[str], None] | None = None,
+    root_files: Sequence[Path] = (),
 ) -> list[RenderedOutput]:
     """Render every output of every variant of ``recipe`` for ``target``; no network is used.
 
     ``variant_files`` are checked against the variables of the recipes beside ``recipe`` and merged before the
-    engine sees them (:func:`engine_variants`).
+    engine sees them (:func:`engine_variants`; ``root_files``: those given as ``-e``).
     """
     rb = require("rattler_build", "py-rattler-build")
     if not recipe.is_file():
@@ -151,7 +156,13 @@ def render(
             f"recipe {recipe} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
         )
     variants = engine_variants(
-        variant_files, recipe_dir=recipe.parent, target=target, build=build, strict=strict, note=note
+        variant_files,
+        recipe_dir=recipe.parent,
+        target=target,
+        build=build,
+        strict=strict,
+        note=note,
+        root_files=root_files,
     )
     try:
         stage0 = rb.Stage0Recipe.from_file(recipe)

@@ -271,20 +271,26 @@ _LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 def check_variant_files(
-    files: Sequence[Path], keys: RecipeKeys, *, strict: bool = False, texts: Mapping[Path, str] | None = None
+    files: Sequence[Path],
+    keys: RecipeKeys,
+    *,
+    strict: bool = False,
+    texts: Mapping[Path, str] | None = None,
+    known: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """Raise one :class:`ConfigurationError` listing every problem of ``files`` for recipes using ``keys``.
 
     Keys the recipes do not use are returned, sorted: conda-build ignores them (conda-forge's global pinning
-    sets hundreds), and so does the render; with ``strict`` they are problems. ``texts`` holds each file's
-    text when the caller has read it (:func:`read_variant_text`).
+    sets hundreds), and so does the render; with ``strict`` they are problems, with no "did you mean" for a
+    key of the global pinning (``known``: :func:`pinning_keys`). ``texts`` holds each file's text when the
+    caller has read it (:func:`read_variant_text`).
     """
     entries: dict[str, list[Entry]] = {}
     for path in files:
         text = texts[path] if texts is not None and path in texts else read_variant_text(path)
         for name, entry in parse_variant_text(path, text).items():
             entries.setdefault(name, []).append(entry)
-    unknown = [*_unknown(entries, keys)]
+    unknown = [*_unknown(entries, keys, known)]
     used = {name: found for name, found in entries.items() if name in keys.used}  # the others are not read
     problems = [*(unknown if strict else ()), *_missing(entries, keys, files), *_values(used)]
     if problems:
@@ -465,31 +471,52 @@ def _recipes(keys: RecipeKeys) -> tuple[str, bool]:
     return " and ".join(str(r) for r in keys.recipes) or "the recipes", len(keys.recipes) != 1
 
 
-def _unknown(entries: Mapping[str, list[Entry]], keys: RecipeKeys) -> Iterator[ConfigurationError]:
+def _meant(name: str, keys: RecipeKeys, known: frozenset[str], cutoff: float) -> str | None:
+    """The key the recipes use that ``name`` looks like a misspelling of; none for a key of the global
+    pinning (``known``: conda-forge's ``gxx_compiler`` is its own key, not a misspelt ``cxx_compiler``)."""
+    if name in known:
+        return None
+    close = difflib.get_close_matches(name, sorted(keys.used - _STRUCTURE_KEYS), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def pinning_keys(root_files: Sequence[Path], texts: Mapping[Path, str]) -> frozenset[str]:
+    """The keys the root variant files (``-e``: conda-forge's global pinning, or the repository's part of it)
+    set: keys of the global pinning, known whatever the recipes use (``texts``: each file's text, read)."""
+    return frozenset(
+        name for path in root_files if path in texts for name in parse_variant_text(path, texts[path])
+    )
+
+
+def _unknown(
+    entries: Mapping[str, list[Entry]], keys: RecipeKeys, known: frozenset[str]
+) -> Iterator[ConfigurationError]:
     recipes, several = _recipes(keys)
     for name, found in entries.items():
         if name in keys.used:
             continue
-        close = difflib.get_close_matches(name, sorted(keys.used - _STRUCTURE_KEYS), n=1, cutoff=0.75)
+        meant = _meant(name, keys, known, 0.75)
         fix = (
-            f"did you mean {close[0]}, which {recipes} {'use' if several else 'uses'}?"
-            if close
+            f"did you mean {meant}, which {recipes} {'use' if several else 'uses'}?"
+            if meant
             else f"remove it: {recipes} {'do' if several else 'does'} not use it"
         )
         for entry in found:
             yield ConfigurationError(f"{entry.file}:{entry.line}: unknown variant key {name}", fix=fix)
 
 
-def ignored_note(ignored: Sequence[str], keys: RecipeKeys, most: int = 5) -> str:
-    """One line for the keys the render ignores: how many, the first few, and any that look misspelt."""
+def ignored_note(
+    ignored: Sequence[str], keys: RecipeKeys, most: int = 5, *, known: frozenset[str] = frozenset()
+) -> str:
+    """One line for the keys the render ignores: how many, the first few, and any that look misspelt (never a
+    key of the global pinning, ``known``: :func:`pinning_keys`)."""
     shown = [repr(n) if not n.isprintable() else n for n in ignored[:most]]
     more = f" and {len(ignored) - most} more" if len(ignored) > most else ""
     # A misspelling: close, and about as long (conda-forge's cuda_compiler_version is not c_compiler_version).
     near = [
-        f"{name}: did you mean {close[0]}?"
+        f"{name}: did you mean {meant}?"
         for name in ignored
-        if (close := difflib.get_close_matches(name, sorted(keys.used - _STRUCTURE_KEYS), n=1, cutoff=0.9))
-        and abs(len(close[0]) - len(name)) <= 1  # a letter
+        if (meant := _meant(name, keys, known, 0.9)) and abs(len(meant) - len(name)) <= 1  # a letter
     ]
     return (
         f"ignored {len(ignored)} variant key(s) the recipes do not use ({', '.join(shown)}{more})"
