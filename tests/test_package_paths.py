@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,10 @@ from _hostile_packages import (
     member,
     pax,
     sha256,
+    stored_zip,
     symlink,
     tar_bz2,
+    zstd,
 )
 from _peak_memory import console_script
 from _toy import build_args, make_empty_channel, native_args
@@ -275,3 +278,138 @@ def test_a_conda_with_a_flipped_byte_where_no_reader_looks_is_damaged(tmp_path: 
         f"flagtree-feedstock: error: {package} is damaged ('metadata.json' fails its checksum): it is not a whole "
         "conda package"
     )
+
+
+def _linked_paths_json(kind: bytes) -> list[Part]:
+    """The reproducer with its paths.json a member elsewhere, ``info/paths.json`` a link to it (issue 37)."""
+    reproducer = _reproducer()
+    evil = reproducer[3]  # the reproducer's paths.json, as data
+    return [
+        *reproducer[:2],
+        header("lib/listing.json", size=len(evil.rstrip(b"\0"))),
+        evil,
+        header("info/paths.json", kind=kind, linkname="lib/listing.json" if kind == tarfile.LNKTYPE else "../lib/listing.json"),
+        *reproducer[4:],
+    ]  # fmt: skip
+
+
+def _hidden_info_entry() -> bytes:
+    """A .conda whose zip holds a second info tar, the reproducer's, that its central directory does not list:
+    Python reads a harmless package, a reader of the entries in order reads the reproducer (issue 37)."""
+    reproducer = _reproducer()
+    harmless = [*info_members(["d1/d2/keep", "target"])]
+    return stored_zip(
+        [
+            ("metadata.json", json.dumps({"conda_pkg_format_version": 2}).encode(), True),
+            (f"info-{STEM}.tar.zst", zstd(harmless), True),
+            (f"pkg-{STEM}.tar.zst", zstd(reproducer[4:]), True),
+            (f"info-{STEM}.tar.zst", zstd(reproducer[:4]), False),
+        ]
+    )
+
+
+# (the package file's name and content, the refusal after "<package> is refused, and was not used: ")
+OUT_OF_THE_PREFIX: dict[str, tuple[str, bytes, str]] = {
+    "paths-json-hard-link": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(_linked_paths_json(tarfile.LNKTYPE)),
+        (
+            "member 'info/paths.json' is a hard link: the installer would read info/ through it; a package's info/ "
+            "holds files only"
+        ),
+    ),
+    "paths-json-symlink": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(_linked_paths_json(tarfile.SYMTYPE)),
+        (
+            "member 'info/paths.json' is a symbolic link: the installer would read info/ through it; a package's "
+            "info/ holds files only"
+        ),
+    ),
+    "hidden-info-entry": (
+        f"{STEM}.conda",
+        _hidden_info_entry(),
+        (
+            "the zip holds data its central directory does not list after its last entry: a reader of its entries "
+            "in order reads it"
+        ),
+    ),
+    "has-prefix-dotdot": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(
+            [
+                *info_members(extra=False),
+                *member("info/files", b"lib/ok\n"),
+                *member("info/has_prefix", b'/opt/anaconda1anaconda2anaconda3 text "../../target"\n'),
+                *member("lib/ok", b""),
+            ]
+        ),
+        "its info/has_prefix lists '../../target': not a relative path without '..'",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", ["install", "build"])
+@pytest.mark.parametrize("case", OUT_OF_THE_PREFIX)
+def test_a_package_the_engine_would_read_otherwise_is_refused_by_install_and_build(
+    case: str, command: str, tmp_path: Path
+) -> None:
+    """Issue 37: what the engine reads of the package (through a link in info/, an entry only a reader in
+    order sees, info/has_prefix) is what is checked; the package is refused before the engine installs it."""
+    filename, content, why = OUT_OF_THE_PREFIX[case]
+    channel, package = channel_with(tmp_path, filename, content)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    victim = _victim(tmp_path)
+    prefix = tmp_path / "a" / "b" / "prefix"
+    argv = {
+        "install": ["channel", "install", str(channel), "evil", "--prefix", str(prefix)],
+        "build": build_args("toy-multi", tmp_path / "out", *native_args(channel)),
+    }[command]
+    done = _run(argv, tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
+    )
+    assert victim.read_text() == "the original\n"
+    assert not prefix.exists()
+    assert not (tmp_path / "out").exists()
+
+
+ZIP_READ_TWO_WAYS: dict[str, tuple[Callable[[bytes, bytes, bytes], bytes], str]] = {
+    "entry-before-the-listed-ones": (
+        lambda meta, info, pkg: stored_zip([("x", b"hidden", False), ("metadata.json", meta, True), (f"info-{STEM}.tar.zst", info, True), (f"pkg-{STEM}.tar.zst", pkg, True)]),
+        "the zip holds data its central directory does not list before 'metadata.json': a reader of its entries in order reads it",
+    ),
+    "name-twice": (
+        lambda meta, info, pkg: stored_zip([("metadata.json", meta, True), ("metadata.json", meta, True), (f"info-{STEM}.tar.zst", info, True), (f"pkg-{STEM}.tar.zst", pkg, True)]),
+        "the zip holds 'metadata.json' twice: readers keep different ones",
+    ),
+    "data-after-the-end": (
+        lambda meta, info, pkg: stored_zip([("metadata.json", meta, True), (f"info-{STEM}.tar.zst", info, True), (f"pkg-{STEM}.tar.zst", pkg, True)], after=b"PK\x03\x04more"),
+        "the zip has 8 bytes after its end: readers differ on them",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ZIP_READ_TWO_WAYS)
+def test_a_conda_whose_zip_reads_two_ways_is_refused(case: str, tmp_path: Path) -> None:
+    make, why = ZIP_READ_TWO_WAYS[case]
+    meta = json.dumps({"conda_pkg_format_version": 2}).encode()
+    content = make(meta, zstd(info_members(["lib/ok"])), zstd(member("lib/ok", b"")))
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", content)
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
+    )
+    assert not (channel / "noarch" / "repodata.json").exists()
+
+
+def test_a_conda_laid_out_as_one_is_read(tmp_path: Path) -> None:
+    """The same entries, each listed, in order, nothing after: indexed (the walk refuses no whole package)."""
+    meta = json.dumps({"conda_pkg_format_version": 2}).encode()
+    entries = [("metadata.json", meta), (f"info-{STEM}.tar.zst", zstd(info_members(["lib/ok"]))), (f"pkg-{STEM}.tar.zst", zstd(member("lib/ok", b"")))]  # fmt: skip
+    channel, _ = channel_with(tmp_path, f"{STEM}.conda", stored_zip([(*e, True) for e in entries]))
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{STEM}.conda" in (channel / "noarch" / "repodata.json").read_text()
