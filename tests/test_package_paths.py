@@ -15,12 +15,15 @@ creating the missing ``x`` there as a folder first: ``prefix/x/../../target`` is
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import subprocess
 import tarfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import rattler
@@ -90,7 +93,12 @@ def test_py_rattler_writes_outside_the_prefix_when_our_check_is_bypassed(tmp_pat
 
 
 def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "RATTLER_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "NO_COLOR": "1",
+        "RATTLER_CACHE_DIR": str(tmp_path / "cache"),
+        "no_proxy": "127.0.0.1",
+    }
     env.pop("PREFIX_API_KEY", None)
     return subprocess.run(
         [console_script("flagtree-feedstock"), *argv],
@@ -413,3 +421,109 @@ def test_a_conda_laid_out_as_one_is_read(tmp_path: Path) -> None:
     done = _run(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"{STEM}.conda" in (channel / "noarch" / "repodata.json").read_text()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str, list[str]]]:
+    """A loopback HTTP server of the folder ``tmp_path/served``, a remote channel: the folder, its URL and the
+    paths each request asked for."""
+    folder = tmp_path / "served"
+    (folder / "noarch").mkdir(parents=True)
+    asked: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def log_message(self, format: str, *args: object) -> None:
+            asked.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+REMOTE = {
+    "paths-json-dotdot": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(_reproducer()),
+        "its info/paths.json lists 'x/../../target': not a relative path without '..'",
+    ),
+    **OUT_OF_THE_PREFIX,
+}
+
+
+@pytest.mark.parametrize("case", REMOTE)
+def test_a_remote_channel_s_package_is_checked_before_the_engine_installs_it(
+    case: str, tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """Issue 37: `channel install DIR evil -c http://...` downloads the package the solve took from the remote
+    channel into a folder of its own and checks it there: refused, nothing installed, nothing written."""
+    folder, url, _ = served
+    filename, content, why = REMOTE[case]
+    (folder / "noarch" / filename).write_bytes(content)
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    local = make_empty_channel(tmp_path / "local")
+    victim = _victim(tmp_path)
+    prefix = tmp_path / "a" / "b" / "prefix"
+    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {url}/noarch/{filename} is refused, and was not used: {why} (fix: do not "
+        "install from this channel; tell its owner"
+    )
+    assert victim.read_text() == "the original\n"
+    assert not prefix.exists()
+
+
+@pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
+def test_a_remote_channel_s_package_is_installed_from_the_checked_copy(
+    suffix: str, tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """The package is downloaded once, by the toolkit; the engine installs the checked copy, and asks the
+    server for nothing but the channel's index."""
+    folder, url, asked = served
+    parts = _good()
+    content = tar_bz2(parts) if suffix == ".tar.bz2" else conda(parts[:4], parts[4:])
+    (folder / "noarch" / f"{STEM}{suffix}").write_bytes(content)
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    local = make_empty_channel(tmp_path / "local")
+    prefix = tmp_path / "prefix"
+    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (prefix / "lib" / "libz.so.1.3").read_bytes() == b"\x7fELF"
+    assert [p for p in asked if p.endswith(suffix)] == [f"/noarch/{STEM}{suffix}"]
+
+
+@pytest.mark.parametrize("field", ["sha256", "size"])
+def test_a_remote_package_that_is_not_what_its_index_says_is_not_used(
+    field: str, tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    folder, url, _ = served
+    content = tar_bz2(_good())
+    (folder / "noarch" / f"{STEM}.tar.bz2").write_bytes(content)
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    repodata = folder / "noarch" / "repodata.json"
+    index = json.loads(repodata.read_text())
+    index["packages"][f"{STEM}.tar.bz2"][field] = "0" * 64 if field == "sha256" else len(content) - 1
+    repodata.write_text(json.dumps(index))
+    local = make_empty_channel(tmp_path / "local")
+    prefix = tmp_path / "prefix"
+    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    shown = f"flagtree-feedstock: error: {url}/noarch/{STEM}.tar.bz2"
+    assert (
+        _one_error(done)
+        == {
+            "sha256": f"{shown} has the sha256 {sha256(content)}, its channel index says {'0' * 64}: not used (fix: "
+            "download again later (the channel may be changing); if it stays so, tell the channel's owner)",
+            "size": f"{shown} is larger than the {len(content) - 1} bytes its channel index gives: not downloaded "
+            "further, not used (fix: do not install from this channel; tell its owner)",
+        }[field]
+    )
+    assert not prefix.exists()

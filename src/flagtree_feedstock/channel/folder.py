@@ -7,6 +7,7 @@ import logging
 import re
 import shlex
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from flagtree_feedstock.errors import (
 from flagtree_feedstock.platforms import PlatformName
 
 from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
+from .remote_packages import use_checked_copies
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -155,34 +157,44 @@ def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
     )
 
 
-def check_package(path: Path) -> None:
-    """Raise :class:`ChannelError` naming ``path`` unless it is a whole conda package named after itself.
+def check_package(path: Path, source: str | None = None) -> None:
+    """Raise :class:`ChannelError` naming ``path`` (or ``source``, the URL it was downloaded from) unless it is
+    a whole conda package named after itself.
 
     Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
     readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
     of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
     index without a word when its name does not read as name-version-build).
     """
+    where = source or str(path)
+    owner = "do not install from this channel; tell its owner"
     try:
         stem = package_stem(path)
     except UnsafePackage as exc:
         raise ChannelError(
-            f"{path} is refused, and was not used: {exc}",
+            f"{where} is refused, and was not used: {exc}",
             fix="do not use this package: remove it and get it from its builder again (a conda package holds "
-            "relative paths only, within the limits docs/troubleshooting.md lists)",
+            "relative paths only, within the limits docs/troubleshooting.md lists)"
+            if source is None
+            else f"{owner} (a conda package holds relative paths only, within the limits docs/troubleshooting.md "
+            "lists)",
         ) from None
     except DamagedPackage as exc:
         raise ChannelError(
-            f"{path} is damaged ({exc}): it is not a whole conda package",
+            f"{where} is damaged ({exc}): it is not a whole conda package",
             fix=f"remove it, then rebuild it (flagtree-feedstock build --output-dir {_quoted(path.parent.parent)}) "
-            "or download it again",
+            "or download it again"
+            if source is None
+            else f"install again later (the download may have been cut); if it stays so, {owner}",
         ) from None
     suffix = ".conda" if path.name.endswith(".conda") else ".tar.bz2"
     if path.name != f"{stem}{suffix}":
         raise ChannelError(
-            f"{path} is not named after the package it holds ({stem}): conda finds a package by its file name, "
+            f"{where} is not named after the package it holds ({stem}): conda finds a package by its file name, "
             "name-version-build",
-            fix=f"rename it: mv {_quoted(path)} {_quoted(path.with_name(stem + suffix))}",
+            fix=f"rename it: mv {_quoted(path)} {_quoted(path.with_name(stem + suffix))}"
+            if source is None
+            else owner,
         )
 
 
@@ -393,7 +405,12 @@ def smoke_install(
     platform: PlatformName,
     extra_channels: Sequence[str] = (),
 ) -> list[InstalledPackage]:
-    """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``."""
+    """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``.
+
+    Every package installed is checked first (:func:`check_package`): a local channel's before the solve, a
+    remote channel's once the solve took it, downloaded into a folder of the run's own and installed from that
+    checked copy (:mod:`.remote_packages`).
+    """
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
     if channel_dir.exists() and not channel_dir.is_dir():
@@ -431,15 +448,19 @@ def smoke_install(
     except errors.SolverError as exc:
         raise _unsolvable(exc, channel_dir, specs, names, platform) from None
     try:
-        asyncio.run(
-            rattler.install(
-                records,
-                prefix,
-                platform=rattler.Subdir(platform),
-                execute_link_scripts=False,
-                show_progress=False,
+        with tempfile.TemporaryDirectory(prefix="flagtree-feedstock-packages-") as scratch:
+            use_checked_copies(
+                records, Path(scratch), check_package
+            )  # the engine installs checked copies only
+            asyncio.run(
+                rattler.install(
+                    records,
+                    prefix,
+                    platform=rattler.Subdir(platform),
+                    execute_link_scripts=False,
+                    show_progress=False,
+                )
             )
-        )
     except (OSError, errors.InstallerError, errors.LinkError, errors.TransactionError, errors.IoError) as exc:
         with deferred_interrupts():
             shutil.rmtree(prefix, ignore_errors=True)
