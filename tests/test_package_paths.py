@@ -527,3 +527,65 @@ def test_a_remote_package_that_is_not_what_its_index_says_is_not_used(
         }[field]
     )
     assert not prefix.exists()
+
+
+def _toy_dep(*parts: Part) -> bytes:
+    """toy-dep, toy-host's host requirement, holding ``parts`` (listed in its paths.json unless they list)."""
+    index = member("info/index.json", json.dumps(INDEX | {"name": "toy-dep"}).encode())
+    return tar_bz2([*index, *parts])
+
+
+def _planted(root: Path, *skip: Path) -> list[Path]:
+    """Every file ``target`` under ``root`` (but ``skip``) that holds what the reproducer plants."""
+    return [
+        p
+        for p in root.rglob("target")
+        if not any(s in p.parents for s in skip) and p.is_file() and p.read_bytes() == PLANTED
+    ]
+
+
+def test_a_build_checks_the_host_requirement_it_would_take_from_a_remote_channel(
+    tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """Issue 37: `build -c http://...` of toy-host, whose host requirement toy-dep the remote channel serves
+    as the reproducer: the engine's solve is checked before its install, and the build stops there."""
+    folder, url, _ = served
+    (folder / "noarch" / "toy-dep-1-0.tar.bz2").write_bytes(_toy_dep(*_reproducer()[2:]))
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    out = tmp_path / "out"
+    done = _run(
+        build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", url), tmp_path
+    )
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {url}/noarch/toy-dep-1-0.tar.bz2 is refused, and was not used: its "
+        "info/paths.json lists 'x/../../target': not a relative path without '..' (fix: do not install from "
+        "this channel; tell its owner"
+    )
+    # The engine's package cache holds the package unpacked (its solve reads run exports there): its own member.
+    assert _planted(tmp_path, folder, tmp_path / ".out-cache" / "pkgs" / "toy-dep-1-0") == []
+    assert not list(out.rglob("*.conda"))
+
+
+def test_a_build_installs_the_checked_copy_of_a_remote_host_requirement(
+    tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """The engine installs toy-dep from the checked copy (its package cache took it from the checked channel
+    folder, not from the server), and toy-host copies what toy-dep put into the host prefix."""
+    folder, url, asked = served
+    paths = {"paths_version": 1, "paths": [{"_path": "share/toy-dep.txt", "path_type": "hardlink", "sha256": sha256(b"dep\n"), "size_in_bytes": 4}]}  # fmt: skip
+    parts = [*member("info/paths.json", json.dumps(paths).encode()), *member("share/toy-dep.txt", b"dep\n")]
+    (folder / "noarch" / "toy-dep-1-0.tar.bz2").write_bytes(_toy_dep(*parts))
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    out = tmp_path / "out"
+    done = _run(
+        build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", url), tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name.rsplit("-", 2)[0] for p in out.glob("*/*.conda")] == ["toy-host"]
+    # The build's package cache has it (the engine installed it), and the server was asked for it twice: by
+    # the engine's solve (into a cache of its own) and by the toolkit; the build took the checked copy.
+    assert (
+        tmp_path / ".out-cache" / "pkgs" / "toy-dep-1-0" / "share" / "toy-dep.txt"
+    ).read_bytes() == b"dep\n"
+    assert asked.count("/noarch/toy-dep-1-0.tar.bz2") == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from .output_dir import (
     staging_dir,
 )
 from .plan import BuildStep
+from .remote_packages import installs_packages, remote, with_checked_mirror
 from .reproducible import finish_new_packages
 
 LOGGER = logging.getLogger(__name__)
@@ -138,7 +140,9 @@ def run_plan(
         with (
             engine_environment(engine, {**os.environ, "RATTLER_CACHE_DIR": str(cache)}) as env,
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
+            tempfile.TemporaryDirectory(prefix="flagtree-feedstock-checked-") as scratch,
         ):
+            checked = Path(scratch) / "channel" if remote(engine.channels) else None
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
@@ -150,9 +154,13 @@ def run_plan(
                 call = _engine_call(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
+                if checked is not None and installs_packages(
+                    step.output
+                ):  # from a remote channel: checked first
+                    call = with_checked_mirror(call, mirror=checked, env=env, lock=lock)
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths in what lands; the staging index then lists the rewritten files.
-                if scrub_new_packages(staging, known, channel_dir, channels):
+                if scrub_new_packages(staging, known, channel_dir, list(call.channels)):
                     index_channel(staging, check=False)
                 # Each new package gets its SBOM and loses the engine's clock and folders (package_finish.py).
                 if finish_new_packages(staging, known, source.recipe.parent, source.variant_files):

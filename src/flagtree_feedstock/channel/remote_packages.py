@@ -38,16 +38,25 @@ def use_checked_copies(records: Sequence[Any], folder: Path, check: Callable[[Pa
         if urlsplit(url).scheme == "file":
             continue
         expected = record.sha256.hex() if record.sha256 else None
-        copy, digest = _download(
-            url, str(record.file_name), folder / str(number), sha256=expected, size=record.size
-        )
-        check(copy, shown_url(url))
+        copy = folder / str(number) / str(record.file_name)
+        digest = checked_copy(url, copy, sha256=expected, size=record.size, check=check)
         record.url = copy.as_uri()
         record.sha256 = bytes.fromhex(digest)  # the installer's cache takes this copy, no other of its name
 
 
-def _download(url: str, name: str, folder: Path, *, sha256: str | None, size: int | None) -> tuple[Path, str]:
-    """``url`` downloaded into ``folder/name``, within the size the index gives; the copy and its sha256."""
+def checked_copy(
+    url: str, copy: Path, *, sha256: str | None, size: int | None, check: Callable[[Path, str], None]
+) -> str:
+    """Download ``url`` to ``copy`` (a new file), within the size the index gives and with its sha256, and
+    check it with ``check``; the copy's sha256. A package refused raises :class:`ChannelError`."""
+    folder, name = copy.parent, copy.name
+    digest = _download(url, name, folder, sha256=sha256, size=size)
+    check(copy, shown_url(url))
+    return digest
+
+
+def _download(url: str, name: str, folder: Path, *, sha256: str | None, size: int | None) -> str:
+    """``url`` downloaded into ``folder/name``, within the size the index gives; its sha256."""
     shown = shown_url(url)
     if "/" in name or "\\" in name or not name.endswith(_SUFFIXES) or name.startswith("."):
         raise ChannelError(
@@ -60,7 +69,7 @@ def _download(url: str, name: str, folder: Path, *, sha256: str | None, size: in
         f"{'its channel index gives' if size else 'a package may have'}: not downloaded further, not used",
         fix="do not install from this channel; tell its owner",
     )
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     target = folder / name
     digest = hashlib.sha256()
     received = 0
@@ -93,7 +102,7 @@ def _download(url: str, name: str, folder: Path, *, sha256: str | None, size: in
             f"{shown} has the sha256 {digest.hexdigest()}, its channel index says {sha256}: not used",
             fix="download again later (the channel may be changing); if it stays so, tell the channel's owner",
         )
-    return target, digest.hexdigest()
+    return digest.hexdigest()
 
 
 def _bare(url: str) -> str:
