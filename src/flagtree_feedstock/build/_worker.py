@@ -284,10 +284,7 @@ def _run(call: EngineCall, events: _Forward) -> str:
         merged.write_text(variants_yaml(config), encoding="utf-8")
         # Deprecated in favour of run_build, which cannot build for a foreign target (see build.ForeignTarget).
         warnings.simplefilter("ignore", DeprecationWarning)
-        if call.mode == "solve":
-            return _solve(rb, call, merged)
-        rb.build_recipes(
-            [Path(call.recipe)],
+        recipe: dict[str, Any] = dict(  # noqa: C408 - the engine's keyword arguments, as written in a call
             target_platform=call.target_platform,
             build_platform=call.build_platform,
             host_platform=call.target_platform,
@@ -295,36 +292,30 @@ def _run(call: EngineCall, events: _Forward) -> str:
             variant_config=[str(merged)],
             variant_overrides={"python": [call.python]} if call.python else None,
             up_to=call.up_to,
+            output_dir=Path(call.output_dir),
+        )
+        if call.mode == "solve":
+            return _solve(rb, Path(call.recipe), recipe, merged.with_name("rendered.json"))
+        rb.build_recipes(
+            [Path(call.recipe)],
+            **recipe,
             skip_existing="local",
             test=call.test_strategy,
             keep_build=call.keep_build,
-            output_dir=Path(call.output_dir),
         )
     return ""
 
 
-def _solve(rb: Any, call: EngineCall, merged: Path) -> str:  # noqa: ANN401 - rattler_build
-    """The engine's own render with solve of ``call`` (it prints the rendered outputs as JSON on its stdout,
-    which is taken into a file here): the packages of their build and host environments, as JSON."""
-    printed = merged.with_name("rendered.json")
+def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], printed: Path) -> str:  # noqa: ANN401 - rattler_build
+    """The engine's own render with solve of ``recipe`` with ``arguments`` (it prints the rendered outputs as
+    JSON on its stdout, taken into the file ``printed``): the packages of their build and host environments,
+    as JSON."""
     with printed.open("w+b") as out:
         sys.stdout.flush()
         saved = os.dup(1)
         os.dup2(out.fileno(), 1)
         try:
-            rb.build_recipes(
-                [Path(call.recipe)],
-                render_only=True,
-                with_solve=True,
-                target_platform=call.target_platform,
-                build_platform=call.build_platform,
-                host_platform=call.target_platform,
-                channel=list(call.channels),
-                variant_config=[str(merged)],
-                variant_overrides={"python": [call.python]} if call.python else None,
-                up_to=call.up_to,
-                output_dir=Path(call.output_dir),
-            )
+            rb.build_recipes([recipe], render_only=True, with_solve=True, **arguments)
         finally:
             os.dup2(saved, 1)
             os.close(saved)

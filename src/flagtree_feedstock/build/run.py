@@ -40,7 +40,7 @@ from .output_dir import (
     staging_dir,
 )
 from .plan import BuildStep
-from .remote_packages import installs_packages, remote, with_checked_mirror
+from .remote_packages import check_remote_packages, checked_channel, installs_packages, remote
 from .reproducible import finish_new_packages
 
 LOGGER = logging.getLogger(__name__)
@@ -142,10 +142,12 @@ def run_plan(
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
             tempfile.TemporaryDirectory(prefix="flagtree-feedstock-checked-") as scratch,
         ):
-            checked = Path(scratch) / "channel" if remote(engine.channels) else None
+            checked = checked_channel(Path(scratch)) if remote(engine.channels) else None
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
+            # Second: the checked copies of what the engine would take from a remote channel (remote_packages.py).
+            channels[1:1] = [] if checked is None else [checked.as_uri()]
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
@@ -154,13 +156,11 @@ def run_plan(
                 call = _engine_call(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
-                if checked is not None and installs_packages(
-                    step.output
-                ):  # from a remote channel: checked first
-                    call = with_checked_mirror(call, mirror=checked, env=env, lock=lock)
+                if checked is not None and installs_packages(step.output):
+                    check_remote_packages(call, checked, env=env, lock=lock)
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths in what lands; the staging index then lists the rewritten files.
-                if scrub_new_packages(staging, known, channel_dir, list(call.channels)):
+                if scrub_new_packages(staging, known, channel_dir, channels):
                     index_channel(staging, check=False)
                 # Each new package gets its SBOM and loses the engine's clock and folders (package_finish.py).
                 if finish_new_packages(staging, known, source.recipe.parent, source.variant_files):

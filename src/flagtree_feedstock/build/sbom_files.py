@@ -137,7 +137,7 @@ def check_package(package: Path) -> SbomSummary:
     bom = json.loads(text)
     paths = _mapping(load_json(PATHS, members[PATHS]) if PATHS in members else {}).get("paths")
     listed = {e.get("_path"): e for e in paths if isinstance(e, dict)} if isinstance(paths, list) else {}
-    if _mapping(listed.get(path)).get("sha256") != hashlib.sha256(document).hexdigest():
+    if listed.get(path, {}).get("sha256") != hashlib.sha256(document).hexdigest():
         raise _bad(package, f"info/paths.json does not list {path} with its sha256")
     purl = str(bom.get("metadata", {}).get("component", {}).get("purl", ""))
     expected = f"pkg:conda/{index['name']}@{index['version']}?build={index['build']}&subdir={index['subdir']}"
