@@ -11,8 +11,10 @@ import bz2
 import hashlib
 import io
 import json
+import struct
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,3 +180,23 @@ def empty_files(count: int, *, prefix: str = "lib/f", name_length: int = 0) -> I
         block[148:156] = b"        "
         block[148:156] = f"{sum(block):06o}".encode() + b"\0 "
         yield bytes(block)
+
+
+def stored_zip(entries: Iterable[tuple[str, bytes, bool]], *, after: bytes = b"") -> bytes:
+    """A zip of stored entries written in order, each ``(name, content, listed)``: an entry not ``listed`` is
+    in the file but not in its central directory; ``after`` follows the end record."""
+    out, directory, count = io.BytesIO(), io.BytesIO(), 0
+    for name, content, listed in entries:
+        offset, raw, crc = out.tell(), name.encode(), zlib.crc32(content)
+        fields = (20, 0, 0, 0, 0x21, crc, len(content), len(content), len(raw), 0)
+        out.write(struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", *fields) + raw + content)
+        if listed:
+            count += 1
+            directory.write(
+                struct.pack("<4sH", b"PK\x01\x02", 20)
+                + struct.pack("<HHHHHIIIHHHHHII", *fields, 0, 0, 0, 0, offset)
+                + raw
+            )
+    start, table = out.tell(), directory.getvalue()
+    out.write(table + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(table), start, 0))
+    return out.getvalue() + after

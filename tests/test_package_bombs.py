@@ -164,3 +164,28 @@ def test_the_measure_sees_a_child_s_own_memory(tmp_path: Path) -> None:
     assert done.peak_kib > MEMORY_LIMIT_KIB
     quiet = run_measured(["python", "-c", "pass"], tmp_path)
     assert 0 < quiet.peak_kib < 64 << 10
+
+
+# The bombs of a .conda, and the issue 37 one: a pkg tar of a few KB holding a member of 2 GiB (a reader of
+# its own, tarfile on the whole decompressed tar, cost `sbom` 2.1 GB).
+SBOM_BOMBS = {
+    "pkg-member-of-2-gib": _conda(info_members(), [header("lib/big", size=2 << 30), Zeros(2 << 30)]),
+    "index-json-of-2-gib": BOMBS["index-json-of-2-gib"][0],
+    "zstd-window-of-2-gib": _window_bomb,
+}
+
+
+@pytest.mark.parametrize("case", SBOM_BOMBS)
+def test_sbom_reads_a_bomb_as_every_reader_does_within_600_mb_and_a_minute(case: str, tmp_path: Path) -> None:
+    """`sbom PACKAGE_FILE` reads through the one bounded package reader: the bomb is one line, exit 2."""
+    filename, content = SBOM_BOMBS[case](tmp_path)
+    assert len(content) < 1 << 20, f"the bomb is {len(content)} bytes"
+    package = tmp_path / filename
+    package.write_bytes(content)
+    done = run_measured(["flagtree-feedstock", "sbom", str(package)], tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.error_lines
+    assert line.startswith(f"flagtree-feedstock: error: {package}: not a whole conda package ("), line
+    assert 0 < done.peak_kib < MEMORY_LIMIT_KIB, f"peak memory {done.peak_kib} KiB"
+    assert done.seconds < TIME_LIMIT_S

@@ -15,11 +15,15 @@ creating the missing ``x`` there as a folder first: ``prefix/x/../../target`` is
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import subprocess
 import tarfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import rattler
@@ -37,8 +41,10 @@ from _hostile_packages import (
     member,
     pax,
     sha256,
+    stored_zip,
     symlink,
     tar_bz2,
+    zstd,
 )
 from _peak_memory import console_script
 from _toy import build_args, make_empty_channel, native_args
@@ -87,7 +93,12 @@ def test_py_rattler_writes_outside_the_prefix_when_our_check_is_bypassed(tmp_pat
 
 
 def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "RATTLER_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "NO_COLOR": "1",
+        "RATTLER_CACHE_DIR": str(tmp_path / "cache"),
+        "no_proxy": "127.0.0.1",
+    }
     env.pop("PREFIX_API_KEY", None)
     return subprocess.run(
         [console_script("flagtree-feedstock"), *argv],
@@ -275,3 +286,306 @@ def test_a_conda_with_a_flipped_byte_where_no_reader_looks_is_damaged(tmp_path: 
         f"flagtree-feedstock: error: {package} is damaged ('metadata.json' fails its checksum): it is not a whole "
         "conda package"
     )
+
+
+def _linked_paths_json(kind: bytes) -> list[Part]:
+    """The reproducer with its paths.json a member elsewhere, ``info/paths.json`` a link to it (issue 37)."""
+    reproducer = _reproducer()
+    evil = reproducer[3]  # the reproducer's paths.json, as data
+    return [
+        *reproducer[:2],
+        header("lib/listing.json", size=len(evil.rstrip(b"\0"))),
+        evil,
+        header("info/paths.json", kind=kind, linkname="lib/listing.json" if kind == tarfile.LNKTYPE else "../lib/listing.json"),
+        *reproducer[4:],
+    ]  # fmt: skip
+
+
+def _hidden_info_entry() -> bytes:
+    """A .conda whose zip holds a second info tar, the reproducer's, that its central directory does not list:
+    Python reads a harmless package, a reader of the entries in order reads the reproducer (issue 37)."""
+    reproducer = _reproducer()
+    harmless = [*info_members(["d1/d2/keep", "target"])]
+    return stored_zip(
+        [
+            ("metadata.json", json.dumps({"conda_pkg_format_version": 2}).encode(), True),
+            (f"info-{STEM}.tar.zst", zstd(harmless), True),
+            (f"pkg-{STEM}.tar.zst", zstd(reproducer[4:]), True),
+            (f"info-{STEM}.tar.zst", zstd(reproducer[:4]), False),
+        ]
+    )
+
+
+# (the package file's name and content, the refusal after "<package> is refused, and was not used: ")
+OUT_OF_THE_PREFIX: dict[str, tuple[str, bytes, str]] = {
+    "paths-json-hard-link": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(_linked_paths_json(tarfile.LNKTYPE)),
+        (
+            "member 'info/paths.json' is a hard link: the installer would read info/ through it; a package's info/ "
+            "holds files only"
+        ),
+    ),
+    "paths-json-symlink": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(_linked_paths_json(tarfile.SYMTYPE)),
+        (
+            "member 'info/paths.json' is a symbolic link: the installer would read info/ through it; a package's "
+            "info/ holds files only"
+        ),
+    ),
+    "hidden-info-entry": (
+        f"{STEM}.conda",
+        _hidden_info_entry(),
+        (
+            "the zip holds data its central directory does not list after its last entry: a reader of its entries "
+            "in order reads it"
+        ),
+    ),
+    "has-prefix-dotdot": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(
+            [
+                *info_members(extra=False),
+                *member("info/files", b"lib/ok\n"),
+                *member("info/has_prefix", b'/opt/anaconda1anaconda2anaconda3 text "../../target"\n'),
+                *member("lib/ok", b""),
+            ]
+        ),
+        "its info/has_prefix lists '../../target': not a relative path without '..'",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", ["install", "build"])
+@pytest.mark.parametrize("case", OUT_OF_THE_PREFIX)
+def test_a_package_the_engine_would_read_otherwise_is_refused_by_install_and_build(
+    case: str, command: str, tmp_path: Path
+) -> None:
+    """Issue 37: what the engine reads of the package (through a link in info/, an entry only a reader in
+    order sees, info/has_prefix) is what is checked; the package is refused before the engine installs it."""
+    filename, content, why = OUT_OF_THE_PREFIX[case]
+    channel, package = channel_with(tmp_path, filename, content)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    victim = _victim(tmp_path)
+    prefix = tmp_path / "a" / "b" / "prefix"
+    argv = {
+        "install": ["channel", "install", str(channel), "evil", "--prefix", str(prefix)],
+        "build": build_args("toy-multi", tmp_path / "out", *native_args(channel)),
+    }[command]
+    done = _run(argv, tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
+    )
+    assert victim.read_text() == "the original\n"
+    assert not prefix.exists()
+    assert not (tmp_path / "out").exists()
+
+
+ZIP_READ_TWO_WAYS: dict[str, tuple[Callable[[bytes, bytes, bytes], bytes], str]] = {
+    "entry-before-the-listed-ones": (
+        lambda meta, info, pkg: stored_zip([("x", b"hidden", False), ("metadata.json", meta, True), (f"info-{STEM}.tar.zst", info, True), (f"pkg-{STEM}.tar.zst", pkg, True)]),
+        "the zip holds data its central directory does not list before 'metadata.json': a reader of its entries in order reads it",
+    ),
+    "name-twice": (
+        lambda meta, info, pkg: stored_zip([("metadata.json", meta, True), ("metadata.json", meta, True), (f"info-{STEM}.tar.zst", info, True), (f"pkg-{STEM}.tar.zst", pkg, True)]),
+        "the zip holds 'metadata.json' twice: readers keep different ones",
+    ),
+    "data-after-the-end": (
+        lambda meta, info, pkg: stored_zip([("metadata.json", meta, True), (f"info-{STEM}.tar.zst", info, True), (f"pkg-{STEM}.tar.zst", pkg, True)], after=b"PK\x03\x04more"),
+        "the zip has 8 bytes after its end: readers differ on them",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ZIP_READ_TWO_WAYS)
+def test_a_conda_whose_zip_reads_two_ways_is_refused(case: str, tmp_path: Path) -> None:
+    make, why = ZIP_READ_TWO_WAYS[case]
+    meta = json.dumps({"conda_pkg_format_version": 2}).encode()
+    content = make(meta, zstd(info_members(["lib/ok"])), zstd(member("lib/ok", b"")))
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", content)
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
+    )
+    assert not (channel / "noarch" / "repodata.json").exists()
+
+
+def test_a_conda_laid_out_as_one_is_read(tmp_path: Path) -> None:
+    """The same entries, each listed, in order, nothing after: indexed (the walk refuses no whole package)."""
+    meta = json.dumps({"conda_pkg_format_version": 2}).encode()
+    entries = [("metadata.json", meta), (f"info-{STEM}.tar.zst", zstd(info_members(["lib/ok"]))), (f"pkg-{STEM}.tar.zst", zstd(member("lib/ok", b"")))]  # fmt: skip
+    channel, _ = channel_with(tmp_path, f"{STEM}.conda", stored_zip([(*e, True) for e in entries]))
+    done = _run(["channel", "index", str(channel)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{STEM}.conda" in (channel / "noarch" / "repodata.json").read_text()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str, list[str]]]:
+    """A loopback HTTP server of the folder ``tmp_path/served``, a remote channel: the folder, its URL and the
+    paths each request asked for."""
+    folder = tmp_path / "served"
+    (folder / "noarch").mkdir(parents=True)
+    asked: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def log_message(self, format: str, *args: object) -> None:
+            asked.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+REMOTE = {
+    "paths-json-dotdot": (
+        f"{STEM}.tar.bz2",
+        tar_bz2(_reproducer()),
+        "its info/paths.json lists 'x/../../target': not a relative path without '..'",
+    ),
+    **OUT_OF_THE_PREFIX,
+}
+
+
+@pytest.mark.parametrize("case", REMOTE)
+def test_a_remote_channel_s_package_is_checked_before_the_engine_installs_it(
+    case: str, tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """Issue 37: `channel install DIR evil -c http://...` downloads the package the solve took from the remote
+    channel into a folder of its own and checks it there: refused, nothing installed, nothing written."""
+    folder, url, _ = served
+    filename, content, why = REMOTE[case]
+    (folder / "noarch" / filename).write_bytes(content)
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    local = make_empty_channel(tmp_path / "local")
+    victim = _victim(tmp_path)
+    prefix = tmp_path / "a" / "b" / "prefix"
+    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {url}/noarch/{filename} is refused, and was not used: {why} (fix: do not "
+        "install from this channel; tell its owner"
+    )
+    assert victim.read_text() == "the original\n"
+    assert not prefix.exists()
+
+
+@pytest.mark.parametrize("suffix", [".tar.bz2", ".conda"])
+def test_a_remote_channel_s_package_is_installed_from_the_checked_copy(
+    suffix: str, tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """The package is downloaded once, by the toolkit; the engine installs the checked copy, and asks the
+    server for nothing but the channel's index."""
+    folder, url, asked = served
+    parts = _good()
+    content = tar_bz2(parts) if suffix == ".tar.bz2" else conda(parts[:4], parts[4:])
+    (folder / "noarch" / f"{STEM}{suffix}").write_bytes(content)
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    local = make_empty_channel(tmp_path / "local")
+    prefix = tmp_path / "prefix"
+    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (prefix / "lib" / "libz.so.1.3").read_bytes() == b"\x7fELF"
+    assert [p for p in asked if p.endswith(suffix)] == [f"/noarch/{STEM}{suffix}"]
+
+
+@pytest.mark.parametrize("field", ["sha256", "size"])
+def test_a_remote_package_that_is_not_what_its_index_says_is_not_used(
+    field: str, tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    folder, url, _ = served
+    content = tar_bz2(_good())
+    (folder / "noarch" / f"{STEM}.tar.bz2").write_bytes(content)
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    repodata = folder / "noarch" / "repodata.json"
+    index = json.loads(repodata.read_text())
+    index["packages"][f"{STEM}.tar.bz2"][field] = "0" * 64 if field == "sha256" else len(content) - 1
+    repodata.write_text(json.dumps(index))
+    local = make_empty_channel(tmp_path / "local")
+    prefix = tmp_path / "prefix"
+    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 9, done.stderr
+    shown = f"flagtree-feedstock: error: {url}/noarch/{STEM}.tar.bz2"
+    assert (
+        _one_error(done)
+        == {
+            "sha256": f"{shown} has the sha256 {sha256(content)}, its channel index says {'0' * 64}: not used (fix: "
+            "download again later (the channel may be changing); if it stays so, tell the channel's owner)",
+            "size": f"{shown} is larger than the {len(content) - 1} bytes its channel index gives: not downloaded "
+            "further, not used (fix: do not install from this channel; tell its owner)",
+        }[field]
+    )
+    assert not prefix.exists()
+
+
+def _toy_dep(*parts: Part) -> bytes:
+    """toy-dep, toy-host's host requirement, holding ``parts`` (listed in its paths.json unless they list)."""
+    index = member("info/index.json", json.dumps(INDEX | {"name": "toy-dep"}).encode())
+    return tar_bz2([*index, *parts])
+
+
+def _planted(root: Path, *skip: Path) -> list[Path]:
+    """Every file ``target`` under ``root`` (but ``skip``) that holds what the reproducer plants."""
+    return [
+        p
+        for p in root.rglob("target")
+        if not any(s in p.parents for s in skip) and p.is_file() and p.read_bytes() == PLANTED
+    ]
+
+
+def test_a_build_checks_the_host_requirement_it_would_take_from_a_remote_channel(
+    tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """Issue 37: `build -c http://...` of toy-host, whose host requirement toy-dep the remote channel serves
+    as the reproducer: the engine's solve is checked before its install, and the build stops there."""
+    folder, url, _ = served
+    (folder / "noarch" / "toy-dep-1-0.tar.bz2").write_bytes(_toy_dep(*_reproducer()[2:]))
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    out = tmp_path / "out"
+    done = _run(
+        build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", url), tmp_path
+    )
+    assert done.returncode == 9, done.stderr
+    assert _one_error(done).startswith(
+        f"flagtree-feedstock: error: {url}/noarch/toy-dep-1-0.tar.bz2 is refused, and was not used: its "
+        "info/paths.json lists 'x/../../target': not a relative path without '..' (fix: do not install from "
+        "this channel; tell its owner"
+    )
+    # The engine's package cache holds the package unpacked (its solve reads run exports there): its own member.
+    assert _planted(tmp_path, folder, tmp_path / ".out-cache" / "pkgs" / "toy-dep-1-0") == []
+    assert not list(out.rglob("*.conda"))
+
+
+def test_a_build_installs_the_checked_copy_of_a_remote_host_requirement(
+    tmp_path: Path, served: tuple[Path, str, list[str]]
+) -> None:
+    """The engine installs toy-dep from the checked copy (its package cache took it from the checked channel
+    folder, not from the server), and toy-host copies what toy-dep put into the host prefix."""
+    folder, url, asked = served
+    paths = {"paths_version": 1, "paths": [{"_path": "share/toy-dep.txt", "path_type": "hardlink", "sha256": sha256(b"dep\n"), "size_in_bytes": 4}]}  # fmt: skip
+    parts = [*member("info/paths.json", json.dumps(paths).encode()), *member("share/toy-dep.txt", b"dep\n")]
+    (folder / "noarch" / "toy-dep-1-0.tar.bz2").write_bytes(_toy_dep(*parts))
+    asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
+    out = tmp_path / "out"
+    done = _run(
+        build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", url), tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name.rsplit("-", 2)[0] for p in out.glob("*/*.conda")] == ["toy-host"]
+    # The build's package cache has it (the engine installed it), and the server was asked for it twice: by
+    # the engine's solve (into a cache of its own) and by the toolkit; the build took the checked copy.
+    assert (
+        tmp_path / ".out-cache" / "pkgs" / "toy-dep-1-0" / "share" / "toy-dep.txt"
+    ).read_bytes() == b"dep\n"
+    assert asked.count("/noarch/toy-dep-1-0.tar.bz2") == 2

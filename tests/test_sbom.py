@@ -111,10 +111,14 @@ def _tar_zst(files: dict[str, bytes]) -> bytes:
     return zstandard.ZstdCompressor().compress(out.getvalue())
 
 
-def _package(folder: Path, document: bytes | None, *, listed_hash: str | None = None) -> Path:
+INDEX = {"name": "flagtree-doctor", "version": "0.6.0", "build": "pyh0_0", "subdir": "noarch"}
+
+
+def _package(
+    folder: Path, document: bytes | None, *, listed_hash: str | None = None, index: dict[str, str] = INDEX
+) -> Path:
     """A .conda made by hand: flagtree-doctor with ``document`` as its SBOM (listed in paths.json)."""
     path = sbom_path("flagtree-doctor")
-    index = {"name": "flagtree-doctor", "version": "0.6.0", "build": "pyh0_0", "subdir": "noarch"}
     paths = {"paths": [], "paths_version": 1}
     pkg: dict[str, bytes] = {"site-packages/x.py": b""}
     if document is not None:
@@ -200,4 +204,32 @@ def test_sbom_refuses_an_empty_tar_bz2_in_one_line(tmp_path: Path) -> None:
     done = _run("sbom", str(empty))
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"flagtree-feedstock: error: {empty}: not a readable package ("), line
+    assert line.startswith(f"flagtree-feedstock: error: {empty}: not a whole conda package ("), line
+
+
+@pytest.mark.parametrize("field", ["name", "version", "build"])
+def test_sbom_of_a_package_whose_index_lacks_a_field_is_one_line(
+    tmp_path: Path, doctor_document: dict, field: str
+) -> None:
+    index = {key: value for key, value in INDEX.items() if key != field}
+    package = _package(tmp_path, json.dumps(doctor_document).encode(), index=index)
+    done = _run("sbom", str(package))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"flagtree-feedstock: error: {package}: its info/index.json gives no {field}: not a conda package "
+        "(fix: rebuild the package with flagtree-feedstock build (it writes and checks the SBOM))"
+    )
+
+
+def test_sbom_of_a_package_the_check_refuses_is_one_line(tmp_path: Path, doctor_document: dict) -> None:
+    """The reader is the one every command uses: a package with a name held twice in its zip is refused."""
+    package = _package(tmp_path, json.dumps(doctor_document).encode())
+    with zipfile.ZipFile(package, "a") as archive, pytest.warns(UserWarning, match="Duplicate name"):
+        archive.writestr("metadata.json", b"{}")
+    done = _run("sbom", str(package))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"flagtree-feedstock: error: {package}: not a whole conda package (the zip holds 'metadata.json' twice: "
+        "readers keep different ones) (fix: rebuild the package with flagtree-feedstock build (it writes and "
+        "checks the SBOM))"
+    )

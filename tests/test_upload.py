@@ -607,7 +607,8 @@ def changed_llvm(tmp_path: Path, packages: list[Path]) -> Path:
         (channel / package.parent.name).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(package, channel / package.parent.name / package.name)
     changed = channel / packages[0].parent.name / packages[0].name
-    changed.write_bytes(changed.read_bytes() + b"\0")
+    with zipfile.ZipFile(changed, "a") as archive:  # the same package, another file: a zip comment added
+        archive.comment = b"rebuilt"
     return channel
 
 

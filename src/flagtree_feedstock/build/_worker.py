@@ -75,9 +75,11 @@ class EngineCall:
     ``variant``: build the rendered output ``key`` (name, version, build string) with ``run_build``, which
     reports progress events. ``recipe``: the engine's command-line entry, ``build_recipes``, up to the
     output ``up_to`` with ``python`` as the only python variant (cross builds: see build.ForeignTarget).
+    ``solve``: the packages the engine would install into the build and host environments of the output
+    ``up_to`` (its own render with solve, nothing built), the result's text (:func:`solved_packages`).
     """
 
-    mode: Literal["variant", "recipe"]
+    mode: Literal["variant", "recipe", "solve"]
     recipe: str
     variant_files: tuple[str, ...]
     target_platform: str
@@ -260,7 +262,7 @@ class _Forward:
         self._event("log", event)
 
 
-def _run(call: EngineCall, events: _Forward) -> None:
+def _run(call: EngineCall, events: _Forward) -> str:
     import rattler_build as rb  # noqa: PLC0415 - the worker's only job
 
     from flagtree_feedstock.recipe.render import engine_variants, render, variants_yaml  # noqa: PLC0415
@@ -290,7 +292,7 @@ def _run(call: EngineCall, events: _Forward) -> None:
             progress_callback=events if call.events else None,
             package_format=call.package_format,
         )
-        return
+        return ""
     # The variant the main process rendered (the files merged and checked), not the files read again.
     config = engine_variants(
         tuple(Path(f) for f in call.variant_files),
@@ -303,8 +305,7 @@ def _run(call: EngineCall, events: _Forward) -> None:
         merged.write_text(variants_yaml(config), encoding="utf-8")
         # Deprecated in favour of run_build, which cannot build for a foreign target (see build.ForeignTarget).
         warnings.simplefilter("ignore", DeprecationWarning)
-        rb.build_recipes(
-            [Path(call.recipe)],
+        recipe: dict[str, Any] = dict(  # noqa: C408 - the engine's keyword arguments, as written in a call
             target_platform=call.target_platform,
             build_platform=call.build_platform,
             host_platform=call.target_platform,
@@ -312,12 +313,52 @@ def _run(call: EngineCall, events: _Forward) -> None:
             variant_config=[str(merged)],
             variant_overrides={"python": [call.python]} if call.python else None,
             up_to=call.up_to,
+            output_dir=Path(call.output_dir),
+        )
+        if call.mode == "solve":
+            return _solve(rb, Path(call.recipe), recipe, merged.with_name("rendered.json"))
+        rb.build_recipes(
+            [Path(call.recipe)],
+            **recipe,
             skip_existing="local",
             test=call.test_strategy,
             keep_build=call.keep_build,
-            output_dir=Path(call.output_dir),
             package_format=call.package_format.replace(".", "-"),  # this entry spells it tar-bz2
         )
+    return ""
+
+
+def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], printed: Path) -> str:  # noqa: ANN401 - rattler_build
+    """The engine's own render with solve of ``recipe`` with ``arguments`` (it prints the rendered outputs as
+    JSON on its stdout, taken into the file ``printed``): the packages of their build and host environments,
+    as JSON."""
+    with printed.open("w+b") as out:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(out.fileno(), 1)
+        try:
+            rb.build_recipes([recipe], render_only=True, with_solve=True, **arguments)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    outputs = json.loads(printed.read_text(encoding="utf-8"))
+    return json.dumps(
+        [
+            record
+            for output in outputs
+            for environment in ("build", "host")
+            for record in ((output.get("finalized_dependencies") or {}).get(environment) or {}).get(
+                "resolved"
+            )
+            or ()
+        ]
+    )
+
+
+def solved_packages(result: EngineResult) -> list[dict[str, Any]]:
+    """The packages a ``solve`` call's result lists (name, url, fn, sha256, size, subdir...)."""
+    records = json.loads(result.text)
+    return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
 
 
 def main(argv: list[str]) -> int:
@@ -359,14 +400,14 @@ def _serve(call: EngineCall, descriptor: int, lock: list[int]) -> int:
         import rattler_build as rb  # noqa: PLC0415
 
         try:
-            _run(call, _Forward(send))
+            text = _run(call, _Forward(send))
         except rb.RattlerBuildError as exc:
             send({"result": "error", "text": str(exc)})
             return 1
         except Exception as exc:  # noqa: BLE001 - any other failure: the parent reports it in one line
             send({"result": "crash", "text": f"{type(exc).__name__}: {exc}"})
             return 2
-        send({"result": "ok"})
+        send({"result": "ok", "text": text})
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from .output_dir import (
     staging_dir,
 )
 from .plan import BuildStep
+from .remote_packages import check_remote_packages, checked_channel, installs_packages, remote
 from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
@@ -140,15 +142,19 @@ def run_plan(
         with (
             authentication_file(engine, os.environ, folder=place, prefix=prefix) as auth,
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
+            tempfile.TemporaryDirectory(prefix="flagtree-feedstock-checked-") as scratch,
         ):
             env = {
                 **os.environ,
                 "RATTLER_CACHE_DIR": str(cache),
                 **({AUTH_VARIABLE: str(auth)} if auth else {}),
             }
+            checked = checked_channel(Path(scratch)) if remote(engine.channels) else None
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
+            # Second: the checked copies of what the engine would take from a remote channel (remote_packages.py).
+            channels[1:1] = [] if checked is None else [checked.as_uri()]
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
@@ -157,6 +163,8 @@ def run_plan(
                 call = _engine_call(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
+                if checked is not None and installs_packages(step.output):
+                    check_remote_packages(call, checked, env=env, lock=lock, authorize=engine.authorize)
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
                 land_new_packages(

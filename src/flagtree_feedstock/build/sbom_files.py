@@ -4,31 +4,32 @@
   (:func:`.sbom.facts_from_render`): the same sources, patches, pins and package as the built one; the build
   and host environments are the recipe's requirements there, where a built package names what the engine
   resolved. One file per package file name, ``<name>-<version>-<build>.cdx.json``.
-- :func:`check_package` reads a built package's (``.conda`` or ``.tar.bz2``) document and checks it against the package: it validates
-  against CycloneDX 1.6; it describes this package (name, version, build, subdir); ``info/paths.json`` lists
+- :func:`check_package` reads a built package's (``.conda`` or ``.tar.bz2``) document and checks it against
+  the package: it validates against CycloneDX 1.6; it describes this package (name, version, build, subdir); ``info/paths.json`` lists
   it with its sha256; it names every source and patch the engine's record lists and every pin of the record's
-  variant with the same value.
+  variant with the same value. The package is read as every package is, by the one bounded reader, and
+  checked whole first (:func:`~flagtree_feedstock.channel.package_reader.read_package`): a bomb, an unsafe or
+  damaged package, a field missing from its ``info/index.json`` is one line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import tarfile
-import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import zstandard
+import yaml
 
-from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES
+from flagtree_feedstock.channel.folder import INDEX, PACKAGE_SUFFIXES
+from flagtree_feedstock.channel.package_reader import PATHS, DamagedPackage, load_json, read_package
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import write_atomically
 
-from .engine_record import engine_record
-from .package_finish import read_package, source_date_epoch
+from .engine_record import CONDA_BUILD_RECIPE, CONDA_BUILD_VARIANT, RATTLER_RECORD, engine_record
+from .package_finish import source_date_epoch
 from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
 
 
@@ -83,55 +84,74 @@ def _bad(package: Path, what: str) -> ConfigurationError:
     )
 
 
-def _read(package: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """The files of ``package``'s ``info/`` and of the rest, each by name, as the finish step reads them."""
+def _read(package: Path) -> tuple[dict[str, str], dict[str, bytes]]:
+    """The package's ``info/index.json`` (its name, version and build text) and the members the check reads
+    (its ``info/paths.json``, the engine's record of the build and its SBOM), through the one package reader:
+    bounded, the whole file checked (:func:`~flagtree_feedstock.channel.package_reader.read_package`)."""
     if not package.name.endswith(PACKAGE_SUFFIXES):
         raise ConfigurationError(
             f"{package} is not a conda package (.conda or .tar.bz2)",
             fix="pass a package file the build wrote into its --output-dir",
         )
     try:
-        archive = read_package(package)
-    except (
-        zipfile.BadZipFile,
-        zstandard.ZstdError,
-        tarfile.TarError,
-        OSError,
-        EOFError,
-        StopIteration,
-    ) as exc:
-        raise _bad(package, f"not a readable package ({str(exc) or 'an archive is missing'})") from None
-    return archive.files(archive.info), archive.files(archive.pkg)
+        found = read_package(
+            package, (INDEX,), whole=False
+        )  # the info tar only: the name, for the SBOM's path
+        index = load_json(INDEX, found[INDEX]) if INDEX in found else None
+        fields = {
+            key: index.get(key) if isinstance(index, dict) else None for key in ("name", "version", "build")
+        }
+        if not all(isinstance(value, str) and value for value in fields.values()):
+            missing = ", ".join(
+                key for key, value in fields.items() if not isinstance(value, str) or not value
+            )
+            raise _bad(package, f"its {INDEX} gives no {missing}: not a conda package")
+        record = {key: str(value) for key, value in fields.items()}
+        subdir = index.get("subdir") if isinstance(index, dict) else None
+        record["subdir"] = str(subdir) if isinstance(subdir, str) else ""
+        records = (RATTLER_RECORD, CONDA_BUILD_RECIPE, CONDA_BUILD_VARIANT)
+        return record, read_package(package, (PATHS, *records, sbom_path(record["name"])))
+    except DamagedPackage as exc:  # UnsafePackage too
+        raise _bad(package, f"not a whole conda package ({exc})") from None
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one: a field of the wrong type is a field not given."""
+    return value if isinstance(value, dict) else {}
 
 
 def check_package(package: Path) -> SbomSummary:
     """Check ``package``'s document against the package (see the module); its summary."""
-    info, pkg = _read(package)
-    if "info/index.json" not in info:
-        raise _bad(package, "has no info/index.json: not a conda package")
-    index = json.loads(info["info/index.json"])
-    path = sbom_path(str(index["name"]))
-    document = pkg.get(path)
+    index, members = _read(package)
+    path = sbom_path(index["name"])
+    document = members.get(path)
     if document is None:
         raise _bad(package, f"holds no SBOM at {path}")
-    text = document.decode("utf-8")
+    try:
+        text = document.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad(package, f"its SBOM at {path} is not UTF-8") from None
     problem = schema_problem(text)
     if problem:
         raise _bad(package, f"its SBOM does not validate against CycloneDX 1.6: {problem}")
     bom = json.loads(text)
-    listed = {e["_path"]: e for e in json.loads(info.get("info/paths.json", b"{}") or b"{}").get("paths", [])}
+    paths = _mapping(load_json(PATHS, members[PATHS]) if PATHS in members else {}).get("paths")
+    listed = {e.get("_path"): e for e in paths if isinstance(e, dict)} if isinstance(paths, list) else {}
     if listed.get(path, {}).get("sha256") != hashlib.sha256(document).hexdigest():
         raise _bad(package, f"info/paths.json does not list {path} with its sha256")
     purl = str(bom.get("metadata", {}).get("component", {}).get("purl", ""))
-    expected = (
-        f"pkg:conda/{index['name']}@{index['version']}?build={index['build']}&subdir={index.get('subdir')}"
-    )
+    expected = f"pkg:conda/{index['name']}@{index['version']}?build={index['build']}&subdir={index['subdir']}"
     if purl != expected:
         raise _bad(package, f"its SBOM describes {purl or 'no package'}, not {expected}")
-    rendered = engine_record(info)  # rattler-build's record, or conda-build's read into its shape
+    try:  # rattler-build's record, or conda-build's read into its shape
+        rendered = _mapping(engine_record(members))
+    except (yaml.YAMLError, ValueError, AttributeError) as exc:
+        raise _bad(
+            package, f"its record of the build is not readable: {' '.join(str(exc).split())[:200]}"
+        ) from None
     components = bom.get("components", [])
     names = {c["name"] for c in components}
-    sources = (rendered.get("recipe") or {}).get("source") or []
+    sources = [_mapping(s) for s in _mapping(rendered.get("recipe")).get("source") or ()]
     patch_count = 0
     for source in sources:
         for patch in source.get("patches") or ():
@@ -144,7 +164,7 @@ def check_package(package: Path) -> SbomSummary:
         for name, value in properties.items()
         if name.startswith(f"{PROPERTY}:pin:")
     )
-    variant = (rendered.get("build_configuration") or {}).get("variant") or {}
+    variant = _mapping(_mapping(rendered.get("build_configuration")).get("variant"))
     for key, value in pins:
         if key in variant and str(variant[key]) != value:
             raise _bad(package, f"its SBOM gives {key} = {value}, the build used {variant[key]}")

@@ -25,6 +25,7 @@ Python and another to rattler (a backslash before its path, :func:`.._urls.two_h
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -36,11 +37,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
-from flagtree_feedstock._http import DEFAULT_PORTS, HttpError, Origin
+from flagtree_feedstock._http import DEFAULT_PORTS, Credential, HttpError, Origin
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock._urls import shown_url, two_hosts
@@ -60,6 +61,27 @@ class EngineChannels:
 
     channels: tuple[str, ...]
     credentials: Mapping[str, object] = field(default_factory=dict)
+    # host -> the origins its credentials were given for (the only ones they are sent to)
+    origins: Mapping[str, frozenset[Origin]] = field(default_factory=dict)
+
+    def authorize(self, url: str) -> tuple[str, Credential | None]:
+        """How to ask for ``url`` (a package of one of the channels, as the solve gives it: no secret in it)
+        with the credentials given for its origin, as rattler would: the URL with the ``/t/`` token in its
+        path, or the URL and HTTP Basic with the user and password; the URL alone for an origin given none."""
+        origin = _origin(url, url)
+        if origin is None or origin not in self.origins.get(origin.host, frozenset()):
+            return url, None
+        entry = self.credentials.get(origin.host)
+        if not isinstance(entry, dict):
+            return url, None
+        if "CondaToken" in entry:
+            parts = urlsplit(url)
+            token = quote(str(entry["CondaToken"]), safe="")
+            return urlunsplit(parts._replace(path=f"/t/{token}{parts.path}")), None
+        basic = entry["BasicHTTP"]
+        user, password = str(basic["username"]), str(basic["password"])
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return url, Credential(origin=origin, authorization=f"Basic {pair}", secret=password or pair)
 
 
 def split_credentials(channels: Sequence[str]) -> EngineChannels:
@@ -102,7 +124,11 @@ def split_credentials(channels: Sequence[str]) -> EngineChannels:
                 fix=f"give the credentials with this channel's URL too if {origin} should have them, "
                 "else serve both channels from one origin or leave one out",
             )
-    return EngineChannels(channels=tuple(bare), credentials=credentials)
+    return EngineChannels(
+        channels=tuple(bare),
+        credentials=credentials,
+        origins={host: frozenset(origins) for host, (_, origins) in given.items()},
+    )
 
 
 def _origin(channel: str, url: str) -> Origin | None:

@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,9 @@ from flagtree_feedstock.errors import (
 )
 from flagtree_feedstock.platforms import PlatformName
 
-from .credentials import rattler_client, split_credentials
+from .credentials import EngineChannels, rattler_client, split_credentials
 from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
+from .remote_packages import use_checked_copies
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -157,34 +159,44 @@ def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
     )
 
 
-def check_package(path: Path) -> None:
-    """Raise :class:`ChannelError` naming ``path`` unless it is a whole conda package named after itself.
+def check_package(path: Path, source: str | None = None) -> None:
+    """Raise :class:`ChannelError` naming ``path`` (or ``source``, the URL it was downloaded from) unless it is
+    a whole conda package named after itself.
 
     Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
     readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
     of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
     index without a word when its name does not read as name-version-build).
     """
+    where = source or str(path)
+    owner = "do not install from this channel; tell its owner"
     try:
         stem = package_stem(path)
     except UnsafePackage as exc:
         raise ChannelError(
-            f"{path} is refused, and was not used: {exc}",
+            f"{where} is refused, and was not used: {exc}",
             fix="do not use this package: remove it and get it from its builder again (a conda package holds "
-            "relative paths only, within the limits docs/troubleshooting.md lists)",
+            "relative paths only, within the limits docs/troubleshooting.md lists)"
+            if source is None
+            else f"{owner} (a conda package holds relative paths only, within the limits docs/troubleshooting.md "
+            "lists)",
         ) from None
     except DamagedPackage as exc:
         raise ChannelError(
-            f"{path} is damaged ({exc}): it is not a whole conda package",
+            f"{where} is damaged ({exc}): it is not a whole conda package",
             fix=f"remove it, then rebuild it (flagtree-feedstock build --output-dir {_quoted(path.parent.parent)}) "
-            "or download it again",
+            "or download it again"
+            if source is None
+            else f"install again later (the download may have been cut); if it stays so, {owner}",
         ) from None
     suffix = ".conda" if path.name.endswith(".conda") else ".tar.bz2"
     if path.name != f"{stem}{suffix}":
         raise ChannelError(
-            f"{path} is not named after the package it holds ({stem}): conda finds a package by its file name, "
+            f"{where} is not named after the package it holds ({stem}): conda finds a package by its file name, "
             "name-version-build",
-            fix=f"rename it: mv {_quoted(path)} {_quoted(path.with_name(stem + suffix))}",
+            fix=f"rename it: mv {_quoted(path)} {_quoted(path.with_name(stem + suffix))}"
+            if source is None
+            else owner,
         )
 
 
@@ -395,7 +407,12 @@ def smoke_install(
     platform: PlatformName,
     extra_channels: Sequence[str] = (),
 ) -> list[InstalledPackage]:
-    """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``."""
+    """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``.
+
+    Every package installed is checked first (:func:`check_package`): a local channel's before the solve, a
+    remote channel's once the solve took it, downloaded into a folder of the run's own and installed from that
+    checked copy (:mod:`.remote_packages`).
+    """
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
     if channel_dir.exists() and not channel_dir.is_dir():
@@ -438,7 +455,7 @@ def smoke_install(
             raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
         except errors.SolverError as exc:
             raise _unsolvable(exc, channel_dir, specs, names, platform) from None
-        _install(records, prefix, platform, client, channel_dir)
+        _install(records, prefix, platform, engine, channel_dir)
     return [
         InstalledPackage(
             name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
@@ -451,24 +468,27 @@ def _install(
     records: Sequence[Any],
     prefix: Path,
     platform: PlatformName,
-    client: Any,  # noqa: ANN401 - py-rattler's Client, or None
+    engine: EngineChannels,
     channel_dir: Path,
 ) -> None:
-    """Link ``records`` into ``prefix`` (downloading with ``client``, None: py-rattler's own); a failure or a
-    Ctrl-C leaves no half-installed prefix."""
+    """Link ``records`` into ``prefix``, each remote one from a checked copy downloaded with ``engine``'s
+    credentials for its origin (:mod:`.remote_packages`); a failure or a Ctrl-C leaves no half-installed
+    prefix."""
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
     try:
-        asyncio.run(
-            rattler.install(
-                list(records),
-                prefix,
-                platform=rattler.Subdir(platform),
-                execute_link_scripts=False,
-                show_progress=False,
-                client=client,
+        with tempfile.TemporaryDirectory(prefix="flagtree-feedstock-packages-") as scratch:
+            # The installer installs checked copies only, downloaded with the credentials of their origin.
+            use_checked_copies(records, Path(scratch), check_package, authorize=engine.authorize)
+            asyncio.run(
+                rattler.install(
+                    list(records),
+                    prefix,
+                    platform=rattler.Subdir(platform),
+                    execute_link_scripts=False,
+                    show_progress=False,
+                )
             )
-        )
     except (OSError, errors.InstallerError, errors.LinkError, errors.TransactionError, errors.IoError) as exc:
         with deferred_interrupts():
             shutil.rmtree(prefix, ignore_errors=True)

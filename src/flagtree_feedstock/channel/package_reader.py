@@ -1,12 +1,15 @@
 """A conda package file read whole, bounded, and checked before anything indexes, installs or uploads it.
 
 Both formats: a ``.tar.bz2`` is one tar; a ``.conda`` is a zip of ``metadata.json``, ``info-<stem>.tar.zst``
-and ``pkg-<stem>.tar.zst``, each tar read as a zstd stream whose window is at most :data:`ZSTD_WINDOW`. Every
-tar is read by :class:`flagtree_feedstock._tar_stream.TarStream` within :data:`LIMITS` (no sparse member, no
+and ``pkg-<stem>.tar.zst``, each tar read as a zstd stream whose window is at most :data:`ZSTD_WINDOW`; its
+zip is read as the engine reads it, entry by entry from its first byte (:mod:`.zip_layout` refuses an entry
+its central directory does not list, a name held twice, data after its end). Every tar is read by :class:`flagtree_feedstock._tar_stream.TarStream` within :data:`LIMITS` (no sparse member, no
 name read two ways, no size beyond the data). Then the package is checked as the installer will use it:
 
-- every member and every ``info/paths.json`` entry (and ``info/files`` line) is a relative path without
-  ``..``; an entry names a file or link the package holds (the installer links each from the unpacked package
+- ``info/`` holds files only: a link there (symbolic or hard) is refused, since the installer would read
+  the metadata through it where this check would not;
+- every member and every ``info/paths.json`` entry (and ``info/files`` and ``info/has_prefix`` line) is a
+  relative path without ``..``; an entry names a file or link the package holds (the installer links each from the unpacked package
   into the prefix); no member lies below a symlink of the package (the installer would write through it);
 - every symlink's target, resolved through the package's own symlinks from the link's folder, stays inside
   the prefix (it may name a file of another package: ``libblas.so.3 -> libopenblas.so.0``), and is never
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import bz2
 import json
+import shlex
 import zipfile
 import zlib
 from collections.abc import Collection, Iterator
@@ -43,6 +47,8 @@ from flagtree_feedstock._tar_stream import (
     shown,
 )
 
+from .zip_layout import check_layout
+
 # What reading one package may cost. The largest package this feedstock builds, flagtree-llvm (an LLVM and
 # MLIR install tree: static libraries, tools, headers), unpacks to a few GB in some thousands of files
 # (Debian's LLVM 19 and MLIR: 4,385, benchmarks/README.md).
@@ -55,7 +61,11 @@ INFO_BYTES = 16 << 20
 ZSTD_WINDOW = 1 << 27
 PATHS = "info/paths.json"
 FILES = "info/files"
+HAS_PREFIX = "info/has_prefix"
 LINK = "info/link.json"
+
+
+_LINK_KINDS = {"symlink": "symbolic link", "hardlink": "hard link"}
 
 
 class DamagedPackage(Exception):
@@ -122,7 +132,7 @@ class _Reading:
     """What the tars of one package held: each member's kind, the symlinks, the info files read."""
 
     def __init__(self, wanted: Collection[str], *, whole: bool) -> None:
-        self.wanted = set(wanted) | ({PATHS, FILES, LINK} if whole else set())
+        self.wanted = set(wanted) | ({PATHS, FILES, HAS_PREFIX, LINK} if whole else set())
         self.whole = whole
         self.found: dict[str, bytes] = {}
         self.kinds: dict[str, str] = {}
@@ -142,6 +152,11 @@ class _Reading:
                 raise ArchiveRefused(f"member {shown(member.name)} does not belong in {where} of a .conda")
             if member.name in self.kinds:
                 raise ArchiveRefused(f"member {shown(member.name)} is held twice")
+            if in_info and member.kind in _LINK_KINDS:
+                raise ArchiveRefused(
+                    f"member {shown(member.name)} is a {_LINK_KINDS[member.kind]}: the installer would read "
+                    "info/ through it; a package's info/ holds files only"
+                )
             self.kinds[member.name] = member.kind
             if member.kind == "symlink":
                 self.symlinks[member.name] = member.target
@@ -182,7 +197,8 @@ class _Reading:
         self._check_entry_points()
 
     def _listed(self) -> Iterator[tuple[object, str]]:
-        """Every path ``info/paths.json`` and ``info/files`` list, with the file that lists it."""
+        """Every path ``info/paths.json``, ``info/files`` and ``info/has_prefix`` list, with the file that lists
+        it."""
         if PATHS in self.found:
             document = load_json(PATHS, self.found[PATHS])
             paths = document.get("paths") if isinstance(document, dict) else None
@@ -190,12 +206,16 @@ class _Reading:
                 raise DamagedPackage(f"its {PATHS} holds no list of paths")
             for entry in paths:
                 yield (entry.get("_path") if isinstance(entry, dict) else None), PATHS
-        if FILES in self.found:
-            try:
-                lines = self.found[FILES].decode().splitlines()
-            except UnicodeDecodeError:
-                raise DamagedPackage(f"its {FILES} is not UTF-8") from None
-            yield from ((line, FILES) for line in lines if line.strip())
+        yield from ((line, FILES) for line in self._lines(FILES))
+        yield from ((_prefix_path(line), HAS_PREFIX) for line in self._lines(HAS_PREFIX))
+
+    def _lines(self, member: str) -> list[str]:
+        """The lines of the text file ``member`` that are not blank (none when the package has no such file)."""
+        try:
+            lines = self.found.get(member, b"").decode().splitlines()
+        except UnicodeDecodeError:
+            raise DamagedPackage(f"its {member} is not UTF-8") from None
+        return [line for line in lines if line.strip()]
 
     def _check_listed(self, entry: object, source: str) -> None:
         if not isinstance(entry, str) or not entry:
@@ -224,6 +244,15 @@ class _Reading:
                 )
 
 
+def _prefix_path(line: str) -> str:
+    """The path of an ``info/has_prefix`` line: ``PLACEHOLDER MODE PATH`` (each may be quoted), or a path alone."""
+    try:
+        words = shlex.split(line)
+    except ValueError:  # an unclosed quote: the line is a path, as the installer reads it
+        return line
+    return words[2] if len(words) == 3 and words[1] in ("text", "binary") else line
+
+
 def _read_all(tar: TarStream, size: int) -> bytes:
     chunks = []
     while chunk := tar.read(CHUNK):
@@ -248,8 +277,10 @@ def _read_tar_bz2(path: Path, reading: _Reading) -> None:
 
 
 def _read_conda(path: Path, reading: _Reading) -> None:
-    limits = LIMITS.for_file(path.stat().st_size)
-    with zipfile.ZipFile(path) as archive:
+    size = path.stat().st_size
+    limits = LIMITS.for_file(size)
+    with path.open("rb") as file, zipfile.ZipFile(file) as archive:
+        check_layout(archive, file, size)  # the entries Python reads are the ones the engine reads, in order
         entries = archive.infolist()
         if sum(entry.file_size for entry in entries) > limits.total_bytes:
             raise ArchiveRefused(f"its zip members declare more than {limits.total_bytes} bytes in all")
