@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,16 +216,60 @@ def measure(name: str, size: int) -> tuple[float, int, int]:
     return done.seconds, done.peak_kib, done.returncode
 
 
+@contextmanager
+def _environment(changes: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def cpu_seconds(name: str, size: int) -> tuple[float, int]:
+    """Run case ``name`` at ``size`` in this process through the CLI's ``main`` (from the repository root):
+    the process CPU time it took (its start-up, imports and the case's setup left out) and its exit status."""
+    from flagtree_feedstock.cli import main as cli  # noqa: PLC0415
+
+    with (
+        prepared(name, size) as (case, _),
+        _environment(case.env),
+        redirect_stdout(io.StringIO()),
+        redirect_stderr(io.StringIO()),
+    ):
+        start = time.process_time()
+        status = cli(case.argv)
+        seconds = time.process_time() - start
+    return seconds, status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10K,1M,10M", help="comma-separated: 10K, 1M, 10M")
     parser.add_argument("--only", action="append", choices=sorted(CASES), help="run this case (repeatable)")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        metavar="REPEAT",
+        help="time each case in this process instead (CPU time, the least of REPEAT runs), one JSON line each",
+    )
     args = parser.parse_args(argv)
     sizes = [SIZES[s] for s in args.sizes.split(",")]
+    names = args.only or list(CASES)
+    if args.in_process:
+        for name in names:
+            runs = {size: [cpu_seconds(name, size) for _ in range(args.in_process)] for size in sizes}
+            line = {
+                "case": name,
+                **{str(size): [min(r[0] for r in got), got[0][1]] for size, got in runs.items()},
+            }
+            print(json.dumps(line), flush=True)
+        return 0
     print("| path | " + " | ".join(f"{s // 1000:,} KB: s, MB" for s in sizes) + " | exit |")
     print("| --- | " + " | ".join("---" for _ in sizes) + " | --- |")
     worst = True
-    for name in args.only or CASES:
+    for name in names:
         cells, statuses = [], set()
         for size in sizes:
             seconds, peak, status = measure(name, size)
