@@ -7,8 +7,8 @@ then runs the real console script on it as a child and prints its time and its o
 ``tests/_peak_memory.py``): the attestation bundle's predicate type, a prefix.dev answer refusing an upload,
 the trusted-publishing exchange's answer, an ``info/index.json`` field, an ``info/paths.json`` path, an archive
 member's name, a variant file's key, a lock record's command and the bump's commit header. The field is a run
-of letters (what a URL's scheme could start with), ``://``, then closing brackets and full stops: the shapes
-that once made the message's URL masking quadratic. docs/testing.md has the table of one run here.
+of letters (each could start a URL's scheme) that ends in no ``://``, then a URL that ends in closing
+brackets: the two shapes that once made the URL masking of every message grow with the square of its length. docs/testing.md has the table of one run here.
 
 ``tests/test_foreign_cost.py`` runs the same cases in process at 10 KB and 1 MB and checks that the time
 grows about linearly.
@@ -48,14 +48,10 @@ TARGET_KIB = 100 << 10
 
 
 def hostile(size: int) -> str:
-    """``size`` characters: letters, ``://``, then ``).`` pairs (ASCII, no quote, no space: one word)."""
+    """``size`` characters, one word of ASCII without a quote: half of them letters that end in no ``://`` (each
+    could start a URL's scheme), then ``_http://x`` and closing brackets (what a URL's end is stripped of)."""
     letters = size // 2
-    return (
-        "a" * letters
-        + "://"
-        + ").".join([""] * ((size - letters - 3) // 2 + 1))
-        + "a" * ((size - letters - 3) % 2)
-    )
+    return "a" * letters + "_http://x" + ")" * (size - letters - 9)
 
 
 @dataclass
