@@ -18,6 +18,7 @@ HELPERS = frozenset(
         "platforms",
         "_digest",
         "_foreign_json",
+        "_foreign_text",
         "_engine",
         "_http",
         "_interrupts",
