@@ -19,6 +19,7 @@ HELPERS = frozenset(
         "_cgroups",
         "_digest",
         "_foreign_json",
+        "_foreign_text",
         "_engine",
         "_http",
         "_interrupts",

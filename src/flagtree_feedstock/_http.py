@@ -30,7 +30,6 @@ import base64
 import contextlib
 import http.client
 import ipaddress
-import json
 import re
 import socket
 import ssl
@@ -43,8 +42,9 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
+from ._foreign_text import masked
 from ._urls import shown_url as shown_url  # noqa: PLC0414 - re-exported: the one rule for showing a URL
 from ._urls import two_hosts
 
@@ -145,27 +145,14 @@ def unencrypted(origin: Origin) -> bool:
 
 
 def redact(text: str, secret: str, *, cut: bool = False) -> str:
-    """``text`` with ``secret`` replaced, in each form a server may echo it in: as sent, JSON-escaped (also
-    with ``\\/``), URL-quoted. Only the secret: a blank one (never read as a token) changes nothing.
+    """``text`` with ``secret`` replaced, in each form a server may echo it in (as sent, JSON- or ``\\u``-escaped,
+    URL-quoted, split by line breaks: :func:`._foreign_text.masked`). Only the secret: a blank one (never read
+    as a token) changes nothing.
 
     ``cut``: ``text`` is the start of something longer (a read stopped there), so an end of it that begins
     one of those forms (a token straddling the cut) is masked too. Mask first, then shorten what is shown.
     """
-    escaped = json.dumps(secret)[1:-1]
-    quoted = quote(secret, safe="", errors="surrogateescape")
-    forms = sorted({secret, escaped, escaped.replace("/", "\\/"), quoted}, key=len, reverse=True)
-    forms = [form for form in forms if form.strip()]
-    for form in forms:
-        text = text.replace(form, "***")
-    if cut:
-        for form in forms:
-            start = next(
-                (len(text) - n for n in range(len(form) - 1, 0, -1) if text.endswith(form[:n])), None
-            )
-            if start is not None:
-                text = text[:start] + "***"
-                break
-    return text
+    return masked(text, (secret,), hidden="***", cut=cut)
 
 
 def status_text(status: int) -> str:

@@ -10,17 +10,26 @@ A URL can carry a secret in three places, all of which are left out when it is s
 So ``http://user:PW@host/t/TOKEN/chan?sig=Q`` shows as ``http://…@host/t/…/chan?…``. :func:`shown_text`
 applies the same rule to every URL inside a free text (an engine's error, a command line), and masks the
 secrets of URLs it is given wherever else they appear (an engine may print a URL's parts apart).
+
+Every line the toolkit prints goes through :func:`shown_text`, which first cuts what it is given to
+:data:`._foreign_text.MESSAGE_CHARS` (saying how long it was): no text from outside, however long, is matched
+or masked whole, and both run in time linear in what they read.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from ._foreign_text import bounded_parts, masked
 
 HIDDEN = "…"
-# A URL inside a text: a scheme, ``://``, then anything up to a space or a quote.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]*")
+# A URL inside a text: a scheme, ``://``, then anything up to a space or a quote. Tried only where a run of
+# scheme characters starts (what precedes a scheme's first letter kept apart), so a long run of letters is
+# read once, not once from each of its letters.
+_SCHEME_CHARS = "A-Za-z0-9+.-"
+_URL_IN_TEXT = re.compile(rf"(?<![{_SCHEME_CHARS}])[0-9+.-]*([A-Za-z][{_SCHEME_CHARS}]*://[^\s\"'<>`]*)")
 # anaconda.org's token segment: ``t/<token>`` as two path segments.
 _TOKEN_SEGMENT = re.compile(r"(?<![^/])t/[^/]+")
 # The characters an error line shows escaped: control characters (a line break, a terminal escape).
@@ -77,28 +86,43 @@ def url_secrets(url: str) -> set[str]:
     found = {parts.password or "", parts.query}
     found.update(match.group(0)[2:] for match in _TOKEN_SEGMENT.finditer(parts.path))
     found.update(value for _, value in parse_qsl(parts.query, keep_blank_values=True))
-    spelled = {form for secret in found for form in (secret, unquote(secret), quote(secret, safe=""))}
+    spelled = {form for secret in found for form in (secret, unquote(secret))}  # quoted: masked() finds it
     return {secret for secret in spelled if len(secret) >= _MIN_SECRET}
 
 
 def shown_text(text: str, urls: Iterable[str] = ()) -> str:
     """``text`` with every URL in it shown as :func:`shown_url` shows it, and every secret of ``urls``
-    (:func:`url_secrets`) masked wherever else it appears."""
+    (:func:`url_secrets`) masked wherever else it appears, in any form (:func:`._foreign_text.masked`).
+
+    A ``text`` longer than :data:`._foreign_text.MESSAGE_CHARS` is cut to that first, its length said; a URL
+    the cut goes through is shown up to its ``://``, and a secret it goes through is masked too.
+    """
+    text, note = bounded_parts(text)
+    if note:
+        last_word = max(text.rfind(space) for space in " \t\n\r") + 1
+        scheme_end = text.find("://", last_word)
+        text = text if scheme_end < 0 else text[: scheme_end + 3]
     text = _URL_IN_TEXT.sub(_shown_match, text)
     secrets = {secret for url in urls for secret in url_secrets(url)}
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, HIDDEN)
-    return text
+    return masked(text, secrets, hidden=HIDDEN, cut=bool(note)) + note
 
 
 def _shown_match(match: re.Match[str]) -> str:
-    """A URL found in a text, shown; punctuation after it (``http://host:1: not followed``) is kept apart."""
-    found = url = match.group(0)
-    while url and (
-        url[-1] in ".,:;!?" or (url[-1] in _CLOSING and url.count(_CLOSING[url[-1]]) < url.count(url[-1]))
-    ):
-        url = url[:-1]
-    return shown_url(url) + found[len(url) :]
+    """A URL found in a text, shown; punctuation after it (``http://host:1: not followed``) is kept apart, as is
+    what precedes its scheme's first letter. One pass from its end: time linear in its length."""
+    found, url = match.group(0), match.group(1)
+    lead = found[: len(found) - len(url)]
+    closers = {closer: url.count(closer) for closer in _CLOSING}
+    openers = {closer: url.count(opener) for closer, opener in _CLOSING.items()}
+    end = len(url)
+    while end:
+        last = url[end - 1]
+        if last in _CLOSING and openers[last] < closers[last]:
+            closers[last] -= 1
+        elif last not in ".,:;!?":
+            break
+        end -= 1
+    return lead + shown_url(url[:end]) + url[end:]
 
 
 def one_line(text: str) -> str:

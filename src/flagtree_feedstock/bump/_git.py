@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from flagtree_feedstock._foreign_text import FIELD_CHARS, bounded
 from flagtree_feedstock._subprocess import which
 from flagtree_feedstock.errors import ConfigurationError
 
@@ -127,7 +128,8 @@ class GitTree:
         return int(line.rsplit(" ", 2)[1])
 
     def subject(self) -> str:
-        """The commit's subject: the first paragraph of its message, on one line (as git's ``%s``)."""
+        """The commit's subject: the first paragraph of its message, on one line (as git's ``%s``), cut to
+        :data:`.._foreign_text.FIELD_CHARS` (with its length said): it is shown in the report's headline."""
         raw = _run(self.repo, ["cat-file", "commit", self.commit]).stdout.decode("utf-8", errors="replace")
         message = raw.split("\n\n", 1)[1] if "\n\n" in raw else ""
-        return " ".join(message.strip().split("\n\n", 1)[0].split())
+        return bounded(" ".join(message.strip().split("\n\n", 1)[0].split()), FIELD_CHARS)

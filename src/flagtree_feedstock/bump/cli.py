@@ -160,7 +160,7 @@ def _rows(report: BumpReport) -> tuple[list[list[str]], list[list[str]]]:
 
 
 def _print(report: BumpReport, out: Console) -> None:
-    out.print(headline(report))
+    out.print(headline(report), markup=False)  # the commit's subject is the upstream's text, not markup
     pin_rows, check_rows = _rows(report)
     if report.moved:
         pins = Table(title="pins (12 characters; --json shows them whole)")

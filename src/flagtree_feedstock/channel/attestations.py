@@ -16,10 +16,11 @@ for the server (CEP 27 asks servers to) and for a user, with ``gh attestation ve
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 from flagtree_feedstock._digest import file_digest
+from flagtree_feedstock._foreign_json import parse_json
+from flagtree_feedstock._foreign_text import quoted
 from flagtree_feedstock.errors import ConfigurationError, file_access_error
 
 PREDICATE_TYPE = "https://schemas.conda.org/attestations-publish-1.schema.json"
@@ -74,11 +75,11 @@ def _problem(bundle: bytes, name: str, package: Path, target_channel: str) -> st
     if statement is None:
         return f"{name} is not a Sigstore bundle of an in-toto statement (a DSSE envelope's payload)"
     if statement.get("predicateType") != PREDICATE_TYPE:
-        return f"{name} has the predicate type {statement.get('predicateType')!r}, not CEP 27's"
+        return f"{name} has the predicate type {quoted(statement.get('predicateType'))}, not CEP 27's"
     predicate = statement.get("predicate")
     channel = predicate.get("targetChannel") if isinstance(predicate, dict) else None
     if channel != target_channel:
-        return f"{name} names the target channel {channel!r}, not {target_channel}"
+        return f"{name} names the target channel {quoted(channel)}, not {target_channel}"
     return _subject_problem(statement.get("subject"), name, package)
 
 
@@ -88,7 +89,7 @@ def _subject_problem(subjects: object, name: str, package: Path) -> str | None:
         return f"{name} does not name exactly one subject (CEP 27: the package file alone)"
     subject, digest = subjects[0].get("name"), subjects[0].get("digest")
     if subject != package.name:
-        return f"{name} attests {subject!r}, another file"
+        return f"{name} attests {quoted(subject)}, another file"
     sha256 = digest.get("sha256") if isinstance(digest, dict) else None
     local = file_digest(package, "sha256").hex()
     if not isinstance(sha256, str) or sha256.lower() != local:
@@ -98,12 +99,13 @@ def _subject_problem(subjects: object, name: str, package: Path) -> str | None:
 
 
 def _statement(data: bytes) -> dict[str, object] | None:
-    """The in-toto statement a Sigstore bundle signs, or None where ``data`` is not such a bundle."""
+    """The in-toto statement a Sigstore bundle signs, or None where ``data`` is not such a bundle (nor JSON
+    within :mod:`.._foreign_json`'s bounds: a bundle nested too deep is not one)."""
     try:
-        envelope = json.loads(data).get("dsseEnvelope")
+        envelope = parse_json(data, limit=MAX_BUNDLE_BYTES).get("dsseEnvelope")  # type: ignore[attr-defined]
         if envelope.get("payloadType") != IN_TOTO_PAYLOAD:
             return None
-        statement = json.loads(base64.b64decode(envelope["payload"], validate=True))
-    except (ValueError, AttributeError, KeyError, TypeError):  # binascii.Error is a ValueError
+        statement = parse_json(base64.b64decode(envelope["payload"], validate=True), limit=MAX_BUNDLE_BYTES)
+    except (ValueError, AttributeError, KeyError, TypeError):  # binascii.Error and ForeignJsonError too
         return None
     return statement if isinstance(statement, dict) else None

@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
+from flagtree_feedstock._foreign_text import FIELD_CHARS, bounded
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock._processes import wait_for_idle_threads
@@ -37,6 +38,7 @@ LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 # The member of a package that names it (name, version, build) and that every index is made from.
 INDEX = "info/index.json"
+_NAME_MAX = 255  # bytes of one file name, on every file system a channel lives on
 
 # What a linux-aarch64 (or linux-64) machine of the supported floor offers the solver: glibc 2.17 is
 # conda-forge's `c_stdlib_version` for linux-aarch64 (conda-forge-pinning), and the archspec names the
@@ -191,12 +193,21 @@ def check_package(path: Path, source: str | None = None) -> None:
         ) from None
     suffix = ".conda" if path.name.endswith(".conda") else ".tar.bz2"
     if path.name != f"{stem}{suffix}":
+        named = stem + suffix
+        # A name its index.json gives may be no file name at all (a "/" in it, longer than a file system takes).
+        fits = (
+            "/" not in named
+            and "\0" not in named
+            and len(named.encode(errors="surrogateescape")) <= _NAME_MAX
+        )
         raise ChannelError(
-            f"{where} is not named after the package it holds ({stem}): conda finds a package by its file name, "
-            "name-version-build",
-            fix=f"rename it: mv {_quoted(path)} {_quoted(path.with_name(stem + suffix))}"
-            if source is None
-            else owner,
+            f"{where} is not named after the package it holds ({bounded(stem, FIELD_CHARS)}): conda finds a "
+            "package by its file name, name-version-build",
+            fix=owner
+            if source is not None
+            else f"rename it: mv {_quoted(path)} {_quoted(path.with_name(named))}"
+            if fits
+            else f"do not use it: the name-version-build its {INDEX} gives is no file name; remove it",
         )
 
 

@@ -28,6 +28,8 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from flagtree_feedstock._foreign_json import parse_json
+from flagtree_feedstock._foreign_text import bounded
 from flagtree_feedstock._http import (
     Credential,
     HttpError,
@@ -122,7 +124,7 @@ def _oidc_token(url: str, request_token: str, timeouts: Timeouts) -> str:
     except HttpError as exc:
         raise ChannelError(f"requesting an OIDC token: {exc}", fix=exc.fix) from None
     try:
-        value = json.loads(data).get("value")
+        value = parse_json(data).get("value")  # type: ignore[attr-defined]
     except (ValueError, AttributeError):
         value = None
     if not isinstance(value, str) or not TOKEN_SHAPE.fullmatch(value):
@@ -168,7 +170,7 @@ def _mint(url: str, jwt: str, timeouts: Timeouts) -> str:
 def _refusal(status: int, body: bytes, where: str, jwt: str) -> ChannelError:
     """A refused exchange: one line quoting the start of the server's reason, with the JWT masked."""
     text = redact(" ".join(body.decode("utf-8", "replace").split()), jwt)
-    text = text if len(text) <= SNIPPET else text[:SNIPPET] + "…"
+    text = bounded(text, SNIPPET)
     message = f"{where} with {status_text(status)}" + (f": {text}" if text else "")
     if status >= 500:
         return ChannelError(message, fix="prefix.dev failed: retry later, or set PREFIX_API_KEY")
@@ -180,7 +182,7 @@ def _key(data: bytes) -> str | None:
     key: object = data.decode("ascii", "replace").strip()
     if str(key).startswith("{"):
         try:
-            key = json.loads(str(key)).get("token")
+            key = parse_json(str(key)).get("token")  # type: ignore[attr-defined]
         except (ValueError, AttributeError):
             return None
     return key if isinstance(key, str) and TOKEN_SHAPE.fullmatch(key) else None

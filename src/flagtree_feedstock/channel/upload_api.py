@@ -41,6 +41,7 @@ from urllib.parse import quote, urlsplit
 
 from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._foreign_json import parse_json
+from flagtree_feedstock._foreign_text import bounded
 from flagtree_feedstock._http import (
     Answer,
     Credential,
@@ -107,7 +108,7 @@ class Api:
         # Masked in all that was read (a token straddling the end of the read too), then cut to what is shown.
         text = redact(data[:REFUSAL_READ].decode("utf-8", "replace"), self.credential.secret, cut=cut)
         text = " ".join(text.split())
-        text = text if len(text) <= SNIPPET else text[:SNIPPET] + "…"
+        text = bounded(text, SNIPPET)
         server = "the server" if Origin.of(url) == self.credential.origin else str(Origin.of(url))
         where = f"{server} answered {method} {urlsplit(url).path} with {status_text(answer.status)}"
         return UploadFailed(
