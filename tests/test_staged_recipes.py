@@ -222,6 +222,33 @@ def test_a_script_reading_a_file_it_does_not_name_is_refused(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("link", ["recipe/test_rms_norm.py", "patches/flagtree-cpu", "LICENSE"])
+def test_a_link_out_of_the_repository_is_refused_and_nothing_written(tmp_path: Path, link: str) -> None:
+    """A file the staged recipe copies (a test file, a patch under a linked folder, a file of the path source)
+    that is a symbolic link out of the repository: one line, and no pull request holding this machine's file."""
+    copy = _feedstock_copy(tmp_path)
+    outside = tmp_path / "outside"
+    shutil.move(copy / link, outside)
+    (copy / link).symlink_to(outside)
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "out"), cwd=copy)
+    assert done.returncode == ConfigurationError.return_code, done.stdout
+    assert done.stderr.startswith("flagtree-feedstock: error: "), done.stderr
+    assert f"is a link to {outside}" in done.stderr and "outside this repository" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "(fix: " in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_link_inside_the_repository_is_copied_as_its_file(tmp_path: Path) -> None:
+    copy = _feedstock_copy(tmp_path)
+    test_file = copy / "recipe" / "test_rms_norm.py"
+    shutil.move(test_file, copy / "test_rms_norm.py")
+    test_file.symlink_to("../test_rms_norm.py")
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "out"), cwd=copy)
+    assert done.returncode == 0, done.stderr
+    staged = tmp_path / "out" / "recipes" / "flagtree-cpu" / "test_rms_norm.py"
+    assert not staged.is_symlink() and staged.read_bytes() == (ROOT / "recipe" / "test_rms_norm.py").read_bytes()
+
+
 def test_a_failed_copy_leaves_nothing(tmp_path: Path) -> None:
     plan = staged_recipes.plan(ROOT, ["alice"])
     broken = staged_recipes.StagedRecipe(

@@ -102,7 +102,21 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
                 files[PurePosixPath(relative)] = recipe_dir / relative
         files.update(_test_files(recipe_dir, parts))
     text = TOOLKIT_EXTRA.sub("", text)
+    _no_link_out(root, files.values())
     return StagedRecipe(recipe_text=_with_maintainers(text, names, recipe_path), files=files)
+
+
+def _no_link_out(root: Path, files: Iterable[Path]) -> None:
+    """Refuse a file that is (or lies under) a symbolic link out of the repository at ``root``: its copy would
+    put a file of this machine, not of the repository, into the pull request."""
+    repository = root.resolve()
+    for file in files:
+        target = file.resolve()
+        if not target.is_relative_to(repository):
+            raise ConfigurationError(
+                f"{file} is a link to {target}, outside this repository: the staged recipe would copy it",
+                fix="replace the link with the file it points to, or with a link inside the repository",
+            )
 
 
 def _source_files(  # noqa: PLR0917 - one source of one output, and what it adds to
