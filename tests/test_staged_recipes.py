@@ -86,6 +86,9 @@ def test_nothing_feedstock_only(staged: Path) -> None:
     assert not [n for n in names if "__pycache__" in n or ".egg-info" in n]
     assert not (staged.parent.parent / "conda_build_config.yaml").exists()
     assert [p.name for p in staged.parent.iterdir()] == ["flagtree-cpu"]  # no scratch folder left
+    # The packages' SOURCE_DATE_EPOCH is read by this repository's toolkit alone, which conda-forge's CI does not run.
+    context = _recipe(staged)["context"]
+    assert isinstance(context, dict) and "version" in context and "source_date_epoch" not in context, context
 
 
 def test_the_maintainers_are_the_ones_given_and_the_feedstock_is_flagtree_cpu(staged: Path) -> None:

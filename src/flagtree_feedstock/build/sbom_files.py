@@ -47,8 +47,8 @@ def write_rendered(
         epoch = source_date_epoch({"recipe": recipe})
         if epoch is None:
             raise ConfigurationError(
-                f"the recipe of {output.name} declares no extra.source_date_epoch: the SBOM has no date",
-                fix="add extra: source_date_epoch: <the committer date of flagtree_commit> to both recipes",
+                f"the recipe of {output.name} declares no context.source_date_epoch: the SBOM has no date",
+                fix="add source_date_epoch: <the committer date of flagtree_commit> to recipe.yaml's context",
             )
         documents[target] = sbom_json(
             facts_from_render(output, recipe_dir, variant_files, subdir=subdir, epoch=epoch)

@@ -101,7 +101,7 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
             for relative in _followed(recipe_dir, script):
                 files[PurePosixPath(relative)] = recipe_dir / relative
         files.update(_test_files(recipe_dir, parts))
-    text = TOOLKIT_EXTRA.sub("", text)
+    text = TOOLKIT_CONTEXT.sub("", text)
     _no_link_out(root, files.values())
     return StagedRecipe(recipe_text=_with_maintainers(text, names, recipe_path), files=files)
 
@@ -312,9 +312,9 @@ def _tree(path: Path) -> Iterator[tuple[Path, str]]:
             yield file, relative.as_posix()
 
 
-# extra.source_date_epoch and its comment: read by this repository's toolkit alone (build/package_finish.py),
+# context.source_date_epoch and its comment: read by this repository's toolkit alone (build/package_finish.py),
 # which conda-forge's CI does not run; a staged recipe holds nothing feedstock-only.
-TOOLKIT_EXTRA = re.compile(r"(?:^[ ]+#.*\n)*^[ ]+source_date_epoch:.*\n", re.MULTILINE)
+TOOLKIT_CONTEXT = re.compile(r"(?:^[ ]+#.*\n)*^[ ]+source_date_epoch:.*\n", re.MULTILINE)
 
 
 def _rewrite(text: str, old: str, new: str) -> str:
