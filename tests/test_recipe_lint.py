@@ -1,4 +1,5 @@
-"""Tier conda_build: conda-smithy's conda-forge lint of this repository's own recipes, each format alone.
+"""conda-smithy's conda-forge lint of this repository's own recipes, each format alone (tier conda_build), and
+what of it the default tier can check without conda-smithy: the keys under ``extra``.
 
 conda-smithy lints ``recipe.yaml`` when a recipe folder has it, else ``meta.yaml``: each format is linted from a
 feedstock copy that holds only that one, as a conda-forge feedstock would hold it (recipe/, conda-forge.yml, the
@@ -20,8 +21,9 @@ import pytest
 from _recipe_support import ROOT
 from _smithy import run_smithy
 
-pytestmark = pytest.mark.conda_build
-
+# conda-smithy's allowed subsections of extra (conda_smithy/linter/utils.py: FIELDS["extra"], conda-smithy
+# 2026.8.5); any other key is the lint "The extra section contained an unexpected subsection name".
+EXTRA_KEYS = {"recipe-maintainers", "feedstock-name"}
 # The maintainer check, the one lint conda-smithy cannot make offline.
 UNVERIFIED_MAINTAINER = re.compile(
     r'Could not verify that recipe maintainer "[\w-]+" exists due to a transient GitHub error\. .*'
@@ -58,6 +60,7 @@ def _feedstock(tmp_path: Path, recipe: str) -> Path:
     return feedstock
 
 
+@pytest.mark.conda_build
 @pytest.mark.parametrize("recipe", ["recipe.yaml", "meta.yaml"])
 def test_each_recipe_lints_clean_but_for_the_maintainer_check(tmp_path: Path, recipe: str) -> None:
     feedstock = _feedstock(tmp_path, recipe)
@@ -73,3 +76,14 @@ def test_lints_are_read_from_conda_smithys_report() -> None:
     report = "recipe has some lint:\n  one lint\n  another lint\nrecipe has some suggestions:\n  a hint\n"
     assert lints(report) == ["one lint", "another lint"]
     assert lints("recipe is in fine form\n") == []
+
+
+@pytest.mark.parametrize("recipe", ["recipe.yaml", "meta.yaml"])
+def test_extra_holds_only_what_conda_forges_lint_allows(recipe: str) -> None:
+    """No toolkit setting under extra (the build epoch is in recipe.yaml's context and meta.yaml's `{% set %}`)."""
+    text = (ROOT / "recipe" / recipe).read_text()
+    block = re.search(r"^extra:\n((?:[ #].*\n|\n)*)", text, flags=re.MULTILINE)
+    assert block is not None, recipe
+    keys = set(re.findall(r"^  ([\w-]+):", block[1], flags=re.MULTILINE))
+    assert "recipe-maintainers" in keys, block[1]
+    assert keys <= EXTRA_KEYS, keys - EXTRA_KEYS
