@@ -225,10 +225,12 @@ def test_a_script_reading_a_file_it_does_not_name_is_refused(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("link", ["recipe/test_rms_norm.py", "patches/flagtree-cpu", "LICENSE"])
+@pytest.mark.parametrize(
+    "link", ["recipe/recipe.yaml", "recipe/test_rms_norm.py", "patches/flagtree-cpu", "LICENSE"]
+)
 def test_a_link_out_of_the_repository_is_refused_and_nothing_written(tmp_path: Path, link: str) -> None:
-    """A file the staged recipe copies (a test file, a patch under a linked folder, a file of the path source)
-    that is a symbolic link out of the repository: one line, and no pull request holding this machine's file."""
+    """The recipe, or a file the staged recipe copies (a test file, a patch under a linked folder, a file of the
+    path source), that is a symbolic link out of the repository: one line, and no pull request holding this machine's file."""
     copy = _feedstock_copy(tmp_path)
     outside = tmp_path / "outside"
     shutil.move(copy / link, outside)

@@ -102,7 +102,7 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
                 files[PurePosixPath(relative)] = recipe_dir / relative
         files.update(_test_files(recipe_dir, parts))
     text = TOOLKIT_CONTEXT.sub("", text)
-    _no_link_out(root, files.values())
+    _no_link_out(root, [recipe_path, *files.values()])
     return StagedRecipe(recipe_text=_with_maintainers(text, names, recipe_path), files=files)
 
 
