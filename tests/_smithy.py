@@ -1,64 +1,43 @@
-"""conda-smithy, run offline through the workplace's runner (../shared/conda-tools/smithy-lint.py), or a skip.
+"""conda-smithy, run offline through our runner (tests/conda_tools/conda_smithy_offline.py), or a skip.
 
 conda-smithy is not on PyPI: the conda_build tier uses it where it is installed (its ``conda-smithy`` on PATH,
-the runner beside the repository, as ../shared/conda-tools/README.md sets them up) and is skipped, saying
-which is missing, elsewhere. The runner serves conda-smithy's two remote inputs from local copies and refuses
-every other request, so a maintainer check it cannot make is the one lint expected offline.
+a python beside it: tests/_conda_tools.py) and is skipped, saying what to install, elsewhere. The runner serves
+conda-smithy's two remote inputs, conda-forge's linter hints and the bot's schema, from the copies in
+``../shared/data/conda-smithy/`` (skipped where they are absent) and refuses every other request, so a
+maintainer check it cannot make is the one lint expected offline.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from _conda_tools import RUNNERS, offline_environment, tool_python
 from _recipe_support import SHARED
 
-RUNNER = SHARED / "conda-tools" / "smithy-lint.py"
-
-
-def conda_smithy_python() -> str:
-    """The python that runs conda-smithy (its environment has rattler-build-conda-compat), or a skip."""
-    smithy = shutil.which("conda-smithy")
-    if smithy is None:
-        pytest.skip("conda-smithy is not installed here (tier conda_build; it is not on PyPI)")
-    python = Path(smithy).with_name("python")
-    if not python.is_file():
-        pytest.skip(f"no python beside {smithy}")
-    return str(python)
+DATA = SHARED / "data" / "conda-smithy"
 
 
 def smithy_python() -> str:
-    """The python of conda-smithy's environment with the offline runner beside it, or a skip naming what is
-    missing."""
-    python = conda_smithy_python()
-    if not RUNNER.is_file():
-        pytest.skip(f"{RUNNER} is absent (the offline runner of conda-smithy, beside the repository)")
+    """The python of conda-smithy's environment, with the copies of its remote inputs present, or a skip."""
+    python = tool_python("conda-smithy")
+    for name in ("hints.toml", "cf_tick_schema.json"):
+        if not (DATA / name).is_file():
+            pytest.skip(f"{DATA / name} is absent (conda-smithy's remote input, beside the repository here)")
     return python
 
 
 def run_smithy(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``conda-smithy ARGS`` offline, with conda's caches and condarc of its own under ``cwd``."""
     python = smithy_python()
-    scratch = cwd / ".conda-scratch"
-    scratch.mkdir(exist_ok=True)
-    (scratch / "condarc").touch()
-    env = dict(
-        os.environ,
-        CONDA_SOLVER="classic",
-        CONDARC=str(scratch / "condarc"),
-        CONDA_PKGS_DIRS=str(scratch / "pkgs"),
-        CONDA_BLD_PATH=str(scratch / "bld"),
-    )
     return subprocess.run(
-        [python, str(RUNNER), *args],
+        [python, str(RUNNERS / "conda_smithy_offline.py"), *args],
         capture_output=True,
         text=True,
         check=False,
         cwd=cwd,
-        env=env,
+        env=offline_environment(cwd / ".conda-scratch", CONDA_SMITHY_DATA=str(DATA)),
         timeout=600,
     )

@@ -7,6 +7,9 @@ an anchor (`page.md#a-heading`, `#a-heading`) a heading of that page, slugged as
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,23 @@ def test_each_docs_page_says_who_it_is_for(page: Path) -> None:
 def test_the_readme_links_every_docs_page() -> None:
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in LINK.findall(README.read_text())}
     assert set(DOCS.glob("*.md")) <= linked, "a page of docs/ the README does not link is a page nobody finds"
+
+
+def _subcommands(help_text: str) -> list[str]:
+    """The subcommands ``flagtree-feedstock --help`` lists: its ``{a,b,...}`` choice."""
+    choice = re.search(r"\{([\w,-]+)\}", help_text)
+    assert choice is not None, help_text
+    return choice[1].split(",")
+
+
+def test_the_readme_table_lists_every_subcommand_of_the_help() -> None:
+    """Each subcommand `flagtree-feedstock --help` lists has its row in "Commands at a glance"."""
+    script = shutil.which("flagtree-feedstock", path=str(Path(sys.executable).parent))
+    assert script is not None, "the console script flagtree-feedstock is not installed beside this python"
+    result = subprocess.run([script, "--help"], capture_output=True, text=True, check=True)
+    section = README.read_text().split("## Commands at a glance", 1)[1].split("\n## ", 1)[0]
+    first_cells = re.findall(r"^\| (.+?) \|", section, flags=re.MULTILINE)
+    listed = {name for cell in first_cells for name in re.findall(r"`flagtree-feedstock ([\w-]+)", cell)}
+    subcommands = _subcommands(result.stdout)
+    assert {"build", "staged-recipes", "sbom"} <= set(subcommands), subcommands  # the parse found the list
+    assert sorted(set(subcommands) - listed) == [], section

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -207,28 +206,13 @@ def test_the_variant_check_takes_the_keys_and_checks_the_sha256(tmp_path):
 
 def _conda_build_names(tmp_path: Path, recipe_dir: Path, *extra: Path) -> dict[str, str]:
     """The file name conda-build gives every output (`--output`), by package name (and python, `py310`)."""
-    import os  # noqa: PLC0415
-
+    from _conda_tools import run_conda_build  # noqa: PLC0415
     from _stub_channel import make_stub_channel  # noqa: PLC0415
 
-    conda_build = shutil.which("conda-build")
-    if conda_build is None:
-        pytest.skip("conda-build is not installed here (tier conda_build; it is not on PyPI)")
-    tmp_path.mkdir(parents=True)
-    condarc = tmp_path / "condarc"
-    condarc.touch()
-    env = dict(os.environ, CONDA_SUBDIR=TARGET, CONDARC=str(condarc), CONDA_PKGS_DIRS=str(tmp_path / "pkgs"))
-    env["CONDA_BLD_PATH"] = str(tmp_path / "bld")
-    argv = [
-        conda_build,
-        "--output",
-        str(recipe_dir),
-        "-m",
-        str(recipe_dir.parent / "conda_build_config.yaml"),
-    ]
+    argv = ["--output", str(recipe_dir), "-m", str(recipe_dir.parent / "conda_build_config.yaml")]
     argv += [arg for path in extra for arg in ("-m", str(path))]
     argv += ["--override-channels", "-c", make_stub_channel(tmp_path / "stubs").as_uri()]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
+    done = run_conda_build(argv, scratch=tmp_path / "conda")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "non-final" not in done.stderr, done.stderr  # a requirement did not solve: no real hash
     found = {}

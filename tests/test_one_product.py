@@ -1,6 +1,6 @@
 """One product from either engine and in either format (issue 35 item 3), through the console script.
 
-`tests/recipes/toy-reproducible` declares `extra.source_date_epoch`, as the real recipe does, so every package
+`tests/recipes/toy-reproducible` declares `source_date_epoch` in its context, as the real recipe does, so every package
 of it is finished by the toolkit's one landing step (build/reproducible.py): its CycloneDX SBOM added and the
 engine's clock and build folders taken out. Built twice by the real engine, in other folders, at another
 second, under another umask and time zone, a `.conda` and a `.tar.bz2` each give the same bytes. The
@@ -28,7 +28,7 @@ from flagtree_feedstock.build.sbom import sbom_path
 
 SCRIPT = str(Path(sys.executable).with_name("flagtree-feedstock"))
 TOY = "toy-reproducible"
-EPOCH = 1700000000  # the toy's extra.source_date_epoch
+EPOCH = 1700000000  # the toy's context.source_date_epoch
 
 
 def _build(

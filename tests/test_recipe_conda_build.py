@@ -1,7 +1,8 @@
 """Tier conda_build: the real conda-build (and conda-smithy's recipe renderer) on our recipes, offline.
 
 Skipped with a reason where they are not installed (they are not on PyPI). linux-aarch64 skips no output, so
-every output is checked (a skipped output hides its errors). conda-build reads recipe/conda_build_config.yaml
+every output is checked (a skipped output hides its errors). conda-build runs through our offline runner
+(tests/_conda_tools.py): the classic solver, an index with the virtual packages, caches of its own. conda-build reads recipe/conda_build_config.yaml
 (the feedstock's pins) itself, as it does for every recipe folder, before the files given with `-m`: the global
 file is given that way here, read after it (the two set different keys, so the order changes no variant);
 `flagtree-feedstock build` gives it with `-e`, read first.
@@ -10,7 +11,6 @@ file is given that way here, read after it (the two set different keys, so the o
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -18,31 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from _conda_tools import run_conda_build, tool_python
 from _recipe_support import OUTPUTS, RECIPE_DIR, RECIPE_V1, VARIANT_FILES, first_variant
-from _smithy import conda_smithy_python
 from _stub_channel import make_stub_channel
 
-CONDA_BUILD = shutil.which("conda-build")
-needs_conda_build = pytest.mark.skipif(
-    CONDA_BUILD is None, reason="conda-build is not installed here (tier conda_build; it is not on PyPI)"
-)
 pytestmark = pytest.mark.conda_build
 
 
-def _environment(tmp_path: Path) -> dict[str, str]:
-    """conda-build for linux-aarch64, with caches and an empty condarc of its own."""
-    condarc = tmp_path / "condarc"
-    condarc.touch()
-    return dict(
-        os.environ,
-        CONDA_SUBDIR="linux-aarch64",
-        CONDARC=str(condarc),
-        CONDA_PKGS_DIRS=str(tmp_path / "pkgs"),
-        CONDA_BLD_PATH=str(tmp_path / "bld"),
-    )
-
-
-@needs_conda_build
 def test_conda_build_check_accepts_meta_yaml(tmp_path: Path) -> None:
     # An empty channel: dependencies stay unsolved, and conda-build still renders and checks every output.
     channel = tmp_path / "channel"
@@ -50,11 +32,9 @@ def test_conda_build_check_accepts_meta_yaml(tmp_path: Path) -> None:
         (channel / subdir).mkdir(parents=True)
         repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}}
         (channel / subdir / "repodata.json").write_text(json.dumps(repodata))
-    argv = [str(CONDA_BUILD), "--check", str(RECIPE_DIR), "-m", str(VARIANT_FILES[0]), "--override-channels"]
+    argv = ["--check", str(RECIPE_DIR), "-m", str(VARIANT_FILES[0]), "--override-channels"]
     argv += ["-c", channel.as_uri(), "--croot", str(tmp_path / "croot")]
-    result = subprocess.run(
-        argv, env=_environment(tmp_path), capture_output=True, text=True, check=False, timeout=600
-    )
+    result = run_conda_build(argv, scratch=tmp_path / "conda")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     for name in OUTPUTS:
@@ -65,17 +45,14 @@ def test_conda_build_check_accepts_meta_yaml(tmp_path: Path) -> None:
 def _package_names(tmp_path: Path, recipe_dir: Path) -> list[str]:
     """The file names conda-build gives every output (`--output`), every requirement solved from stubs."""
     channel = make_stub_channel(tmp_path / "stubs")
-    argv = [str(CONDA_BUILD), "--output", str(recipe_dir), "-m", str(VARIANT_FILES[0]), "--override-channels"]
+    argv = ["--output", str(recipe_dir), "-m", str(VARIANT_FILES[0]), "--override-channels"]
     argv += ["-c", channel.as_uri()]
-    result = subprocess.run(
-        argv, env=_environment(tmp_path), capture_output=True, text=True, check=False, timeout=600
-    )
+    result = run_conda_build(argv, scratch=tmp_path / "conda")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "non-final" not in result.stderr, result.stderr  # a requirement did not solve: no real hash
     return sorted(Path(line).name for line in result.stdout.split() if line.endswith((".conda", ".tar.bz2")))
 
 
-@needs_conda_build
 def test_conda_build_names_each_package_once_with_a_real_hash(tmp_path: Path) -> None:
     names = _package_names(tmp_path, RECIPE_DIR)
     llvm = first_variant()["llvm_commit"][:8]
@@ -86,7 +63,6 @@ def test_conda_build_names_each_package_once_with_a_real_hash(tmp_path: Path) ->
         assert re.fullmatch(rf"flagtree-cpu-0\.6\.0-py{python}h[0-9a-f]{{7}}_0\.conda", name), names
 
 
-@needs_conda_build
 @pytest.mark.parametrize(
     "key", ["flagtree_commit", "llvm_commit", "llvm_sha256", "flagtree_cpu_commit", "sleef_commit"]
 )
@@ -115,7 +91,7 @@ def test_conda_smithys_renderer_renders_recipe_yaml() -> None:
         "print(rendered['outputs'][0]['build']['string'])\n"
     )
     result = subprocess.run(
-        [conda_smithy_python(), "-c", code, str(RECIPE_V1)], capture_output=True, text=True, check=False
+        [tool_python("conda-smithy"), "-c", code, str(RECIPE_V1)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("llvm")

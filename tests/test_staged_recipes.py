@@ -86,6 +86,9 @@ def test_nothing_feedstock_only(staged: Path) -> None:
     assert not [n for n in names if "__pycache__" in n or ".egg-info" in n]
     assert not (staged.parent.parent / "conda_build_config.yaml").exists()
     assert [p.name for p in staged.parent.iterdir()] == ["flagtree-cpu"]  # no scratch folder left
+    # The packages' SOURCE_DATE_EPOCH is read by this repository's toolkit alone, which conda-forge's CI does not run.
+    context = _recipe(staged)["context"]
+    assert isinstance(context, dict) and "version" in context and "source_date_epoch" not in context, context
 
 
 def test_the_maintainers_are_the_ones_given_and_the_feedstock_is_flagtree_cpu(staged: Path) -> None:
@@ -220,6 +223,36 @@ def test_a_script_reading_a_file_it_does_not_name_is_refused(tmp_path: Path) -> 
     assert done.returncode == ConfigurationError.return_code
     assert "reads ${RECIPE_DIR}/${helper}, and $helper is set by no `for` loop there" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "link", ["recipe/recipe.yaml", "recipe/test_rms_norm.py", "patches/flagtree-cpu", "LICENSE"]
+)
+def test_a_link_out_of_the_repository_is_refused_and_nothing_written(tmp_path: Path, link: str) -> None:
+    """The recipe, or a file the staged recipe copies (a test file, a patch under a linked folder, a file of the
+    path source), that is a symbolic link out of the repository: one line, and no pull request holding this machine's file."""
+    copy = _feedstock_copy(tmp_path)
+    outside = tmp_path / "outside"
+    shutil.move(copy / link, outside)
+    (copy / link).symlink_to(outside)
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "out"), cwd=copy)
+    assert done.returncode == ConfigurationError.return_code, done.stdout
+    assert done.stderr.startswith("flagtree-feedstock: error: "), done.stderr
+    assert f"is a link to {outside}" in done.stderr and "outside this repository" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "(fix: " in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_link_inside_the_repository_is_copied_as_its_file(tmp_path: Path) -> None:
+    copy = _feedstock_copy(tmp_path)
+    test_file = copy / "recipe" / "test_rms_norm.py"
+    shutil.move(test_file, copy / "test_rms_norm.py")
+    test_file.symlink_to("../test_rms_norm.py")
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "out"), cwd=copy)
+    assert done.returncode == 0, done.stderr
+    staged = tmp_path / "out" / "recipes" / "flagtree-cpu" / "test_rms_norm.py"
+    assert not staged.is_symlink()
+    assert staged.read_bytes() == (ROOT / "recipe" / "test_rms_norm.py").read_bytes()
 
 
 def test_a_failed_copy_leaves_nothing(tmp_path: Path) -> None:

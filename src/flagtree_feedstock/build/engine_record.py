@@ -4,7 +4,9 @@ rattler-build writes ``info/recipe/rendered_recipe.yaml``: ``recipe`` (the rende
 entries, ``extra``, ``about``), ``build_configuration`` (``variant``, ``directories``) and
 ``finalized_dependencies`` (the build and host environments it resolved). conda-build writes
 ``info/recipe/meta.yaml``, its rendered recipe, whose build and host requirements are pinned exactly
-(``name version build``), and ``info/recipe/conda_build_config.yaml``, the variant it used; the host prefix it
+(``name version build``), ``info/recipe/meta.yaml.template``, the recipe as written (where the recipe's
+``{% set source_date_epoch = … %}`` is: the rendered one keeps no Jinja variable, so it becomes the record's
+``context``, as rattler-build records it), and ``info/recipe/conda_build_config.yaml``, the variant it used; the host prefix it
 built in is the prefix placeholder of ``info/paths.json``. :func:`engine_record` reads either into the first
 shape, so the SBOM, the reproducible rewrite and ``flagtree-feedstock sbom`` read one record.
 """
@@ -18,9 +20,12 @@ from typing import Any
 
 import yaml
 
+from flagtree_feedstock.recipe.pins import declared_epoch
+
 RATTLER_RECORD = "info/recipe/rendered_recipe.yaml"
 CONDA_BUILD_RECIPE = "info/recipe/meta.yaml"
 CONDA_BUILD_VARIANT = "info/recipe/conda_build_config.yaml"
+CONDA_BUILD_TEMPLATE = "info/recipe/meta.yaml.template"
 
 
 def engine_record(info: Mapping[str, bytes]) -> dict[str, Any]:
@@ -33,9 +38,11 @@ def engine_record(info: Mapping[str, bytes]) -> dict[str, Any]:
     variant = yaml.safe_load(info.get(CONDA_BUILD_VARIANT) or b"") or {}
     sources = recipe.get("source") or []
     requirements = recipe.get("requirements") or {}
+    epoch = declared_epoch((info.get(CONDA_BUILD_TEMPLATE) or b"").decode("utf-8", "replace"))
     return {
         "recipe": {
             **recipe,
+            **({"context": {"source_date_epoch": epoch}} if epoch is not None else {}),
             "source": [_source(s) for s in (sources if isinstance(sources, list) else [sources])],
         },
         "build_configuration": {

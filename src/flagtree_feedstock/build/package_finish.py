@@ -17,7 +17,7 @@ relocates by in ``info/has_prefix`` as well.
 :func:`finish_package` rewrites a built ``.conda`` or ``.tar.bz2`` once, deterministically, from the engine's
 record of the build (:mod:`.engine_record`: rattler-build's, or conda-build's in its shape):
 
-- every time the engine stamped becomes ``SOURCE_DATE_EPOCH`` (the recipe's ``extra.source_date_epoch``);
+- every time the engine stamped becomes ``SOURCE_DATE_EPOCH`` (the recipe's ``context.source_date_epoch``);
 - the host prefix the engine built in (under the staging folder, so different for every build) becomes a
   placeholder of the same length in the files ``info/paths.json`` lists with it and in that record, so the
   installer relocates them as before; the host prefix and the build folder where else they are, ELF
@@ -80,9 +80,10 @@ SbomWriter = Callable[[dict[str, Any], dict[str, Any], int], str]
 
 
 def source_date_epoch(rendered: Any) -> int | None:  # noqa: ANN401 - the engine's record, as loaded
-    """The recipe's ``extra.source_date_epoch`` (seconds), or ``None`` when it declares none."""
+    """The recipe's ``source_date_epoch`` (seconds), a variable of its ``context`` (conda-forge's lint allows no
+    such key under ``extra``), or ``None`` when it declares none."""
     recipe = (rendered or {}).get("recipe") or {}
-    value = (recipe.get("extra") or {}).get("source_date_epoch")
+    value = (recipe.get("context") or {}).get("source_date_epoch")
     return int(value) if value is not None else None
 
 
@@ -307,7 +308,7 @@ def _add_sbom(pkg: list[_Member], paths: dict[str, Any], name: str, document: by
 
 def finish_package(package: Path, write_sbom: SbomWriter, build_root: Path | None = None) -> bool:
     """Rewrite ``package`` (a ``.conda`` or a ``.tar.bz2``) as the module's docstring says, atomically, when
-    its recipe declares ``extra.source_date_epoch`` (this feedstock's does); whether it did. A recipe without
+    its recipe declares ``context.source_date_epoch`` (this feedstock's does); whether it did. A recipe without
     it (the toolkit's toy recipes) is left as the engine wrote it. ``build_root``: the engine's output folder
     (the staging folder), which the engine's record names ``local`` by then (local_paths.py)."""
     archive = read_package(package)

@@ -28,7 +28,13 @@ from flagtree_feedstock.channel.package_reader import PATHS, DamagedPackage, loa
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import write_atomically
 
-from .engine_record import CONDA_BUILD_RECIPE, CONDA_BUILD_VARIANT, RATTLER_RECORD, engine_record
+from .engine_record import (
+    CONDA_BUILD_RECIPE,
+    CONDA_BUILD_TEMPLATE,
+    CONDA_BUILD_VARIANT,
+    RATTLER_RECORD,
+    engine_record,
+)
 from .package_finish import source_date_epoch
 from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
 
@@ -48,8 +54,8 @@ def write_rendered(
         epoch = source_date_epoch({"recipe": recipe})
         if epoch is None:
             raise ConfigurationError(
-                f"the recipe of {output.name} declares no extra.source_date_epoch: the SBOM has no date",
-                fix="add extra: source_date_epoch: <the committer date of flagtree_commit> to both recipes",
+                f"the recipe of {output.name} declares no context.source_date_epoch: the SBOM has no date",
+                fix="add source_date_epoch: <the committer date of flagtree_commit> to recipe.yaml's context",
             )
         documents[target] = sbom_json(
             facts_from_render(output, recipe_dir, variant_files, subdir=subdir, epoch=epoch)
@@ -109,7 +115,7 @@ def _read(package: Path) -> tuple[dict[str, str], dict[str, bytes]]:
         record = {key: str(value) for key, value in fields.items()}
         subdir = index.get("subdir") if isinstance(index, dict) else None
         record["subdir"] = str(subdir) if isinstance(subdir, str) else ""
-        records = (RATTLER_RECORD, CONDA_BUILD_RECIPE, CONDA_BUILD_VARIANT)
+        records = (RATTLER_RECORD, CONDA_BUILD_RECIPE, CONDA_BUILD_TEMPLATE, CONDA_BUILD_VARIANT)
         return record, read_package(package, (PATHS, *records, sbom_path(record["name"])))
     except DamagedPackage as exc:  # UnsafePackage too
         raise _bad(package, f"not a whole conda package ({exc})") from None

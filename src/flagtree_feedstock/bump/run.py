@@ -8,7 +8,7 @@ From a local clone of FlagTree (``--flagtree-src``, at ``--to``; default HEAD) a
   ``--llvm-archive`` when it moves (the archive is not fetched: the bump refuses without one of them);
 - ``flagtree_cpu_commit`` (HEAD of ``--flagtree-cpu-src``) and ``sleef_commit`` (its ``third_party/sleef``
   gitlink), when flagtree-cpu is given;
-- the recipes' ``extra.source_date_epoch``: the new FlagTree commit's committer date;
+- the recipes' ``source_date_epoch`` (recipe.yaml's context, meta.yaml's ``{% set %}``): the new FlagTree commit's committer date;
 
 runs :mod:`.checks`, and writes the changed pins and the refreshed patches, all or nothing
 (:func:`~flagtree_feedstock.recipe.pins.write_atomically`), unless a check failed or the run is a dry run.
@@ -41,7 +41,7 @@ from .checks import Check, Upstream, run_checks, short
 from .patching import PatchOutcome
 
 VARIANT_FILE = "conda_build_config.yaml"
-# The recipes whose `extra.source_date_epoch` is flagtree_commit's committer date (docs/building.md).
+# The recipes whose `source_date_epoch` is flagtree_commit's committer date (docs/building.md).
 RECIPES = ("recipe.yaml", "meta.yaml")
 EPOCH = "source_date_epoch"
 LLVM_HASH = "cmake/llvm-hash.txt"

@@ -95,9 +95,12 @@ def change_pins(text: str, changes: Mapping[str, str], *, name: str) -> str:
     return bom + new
 
 
-# The recipes' `extra: source_date_epoch: <seconds>` (the committer date of flagtree_commit), one line each.
+# The recipes' source_date_epoch (the committer date of flagtree_commit), one line each: recipe.yaml's
+# `context: source_date_epoch: <seconds>`, meta.yaml's `{% set source_date_epoch = <seconds> %}`.
 _EPOCH = re.compile(
-    r"^(?P<head>[ \t]+source_date_epoch:[ \t]*)(?P<value>\d+)(?P<tail>[ \t]*\r?)$", re.MULTILINE
+    r"^(?:[ \t]+source_date_epoch:|\{%-?[ \t]*set[ \t]+source_date_epoch[ \t]*=)[ \t]*(?P<value>\d+)"
+    r"[ \t]*(?:-?%\})?[ \t]*\r?$",
+    re.MULTILINE,
 )
 
 
@@ -105,19 +108,26 @@ def _epoch_line(text: str, name: str) -> re.Match[str]:
     found = list(_EPOCH.finditer(text))
     if len(found) != 1:
         raise ConfigurationError(
-            f"{name}: extra holds no one `source_date_epoch: <seconds>` line",
-            fix="write it as one line under extra, as the recipes have it (docs/building.md)",
+            f"{name}: holds no one source_date_epoch line (recipe.yaml's context: `source_date_epoch: <seconds>`, "
+            "meta.yaml's `{% set source_date_epoch = <seconds> %}`)",
+            fix="write it on one line, as the recipes have it (docs/building.md)",
         )
     return found[0]
 
 
+def declared_epoch(text: str) -> int | None:
+    """The recipe ``text``'s ``source_date_epoch`` when it declares one, on one line; else None."""
+    found = list(_EPOCH.finditer(text))
+    return int(found[0]["value"]) if len(found) == 1 else None
+
+
 def read_epoch(text: str, *, name: str) -> str:
-    """The recipe ``text``'s ``extra.source_date_epoch`` (named ``name`` in an error)."""
+    """The recipe ``text``'s ``source_date_epoch`` (named ``name`` in an error)."""
     return _epoch_line(text, name)["value"]
 
 
 def change_epoch(text: str, value: int, *, name: str) -> str:
-    """The recipe ``text`` (``recipe.yaml`` or ``meta.yaml``) with ``extra.source_date_epoch`` set to ``value``,
+    """The recipe ``text`` (``recipe.yaml`` or ``meta.yaml``) with its ``source_date_epoch`` set to ``value``,
     nothing else."""
     line = _epoch_line(text, name)
     return text[: line.start("value")] + str(value) + text[line.end("value") :]

@@ -101,8 +101,22 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
             for relative in _followed(recipe_dir, script):
                 files[PurePosixPath(relative)] = recipe_dir / relative
         files.update(_test_files(recipe_dir, parts))
-    text = TOOLKIT_EXTRA.sub("", text)
+    text = TOOLKIT_CONTEXT.sub("", text)
+    _no_link_out(root, [recipe_path, *files.values()])
     return StagedRecipe(recipe_text=_with_maintainers(text, names, recipe_path), files=files)
+
+
+def _no_link_out(root: Path, files: Iterable[Path]) -> None:
+    """Refuse a file that is (or lies under) a symbolic link out of the repository at ``root``: its copy would
+    put a file of this machine, not of the repository, into the pull request."""
+    repository = root.resolve()
+    for file in files:
+        target = file.resolve()
+        if not target.is_relative_to(repository):
+            raise ConfigurationError(
+                f"{file} is a link to {target}, outside this repository: the staged recipe would copy it",
+                fix="replace the link with the file it points to, or with a link inside the repository",
+            )
 
 
 def _source_files(  # noqa: PLR0917 - one source of one output, and what it adds to
@@ -298,9 +312,9 @@ def _tree(path: Path) -> Iterator[tuple[Path, str]]:
             yield file, relative.as_posix()
 
 
-# extra.source_date_epoch and its comment: read by this repository's toolkit alone (build/package_finish.py),
+# context.source_date_epoch and its comment: read by this repository's toolkit alone (build/package_finish.py),
 # which conda-forge's CI does not run; a staged recipe holds nothing feedstock-only.
-TOOLKIT_EXTRA = re.compile(r"(?:^[ ]+#.*\n)*^[ ]+source_date_epoch:.*\n", re.MULTILINE)
+TOOLKIT_CONTEXT = re.compile(r"(?:^[ ]+#.*\n)*^[ ]+source_date_epoch:.*\n", re.MULTILINE)
 
 
 def _rewrite(text: str, old: str, new: str) -> str:
