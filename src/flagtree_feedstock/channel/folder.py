@@ -220,10 +220,18 @@ def package_stem(path: Path, name: str | None = None) -> str:
     if index is None:
         raise DamagedPackage(f"it holds no {INDEX}")
     record = load_json(INDEX, index)
-    fields = [record.get(key) if isinstance(record, dict) else None for key in ("name", "version", "build")]
-    if not all(isinstance(field, str) and field for field in fields):
-        raise DamagedPackage(f"its {INDEX} lacks the name, version or build")
-    return "-".join(str(field) for field in fields)
+    record = record if isinstance(record, dict) else {}
+    fields = []
+    for key in ("name", "version", "build"):
+        field = record.get(key)
+        if not isinstance(field, str) or not field:
+            raise DamagedPackage(f"its {INDEX} lacks the {key} (or leaves it empty)")
+        fields.append(field)
+    # The indexer needs it too: without it, it stops with a message that does not name the package.
+    number = record.get("build_number")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+        raise DamagedPackage(f"its {INDEX} lacks the build_number (a whole number, 0 or more)")
+    return "-".join(fields)
 
 
 # The one package reader: bounded, every member and paths.json entry checked (package_reader's docstring).

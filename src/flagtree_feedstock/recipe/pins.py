@@ -8,8 +8,11 @@ Several files are written all or nothing (:func:`write_atomically`): each is sta
 (mkstemp); only when every one is staged are they moved into place (os.replace), each target's old file kept
 under a hard link beside it until all have moved. A failure while staging leaves every target as it was; a
 failure while moving, or an interrupt, puts back the ones already moved: a signal (SIGINT, SIGTERM, SIGHUP)
-is held while they move and while they are put back, so it never cuts a move from its bookkeeping. What could not be written (and,
-should putting back fail too, what holds the new text) is a :class:`FilesNotWritten`, exit status 10.
+is held while each staged file is created, while they move and while they are put back, so it never cuts a
+file from its bookkeeping (tests/test_bump_interrupts.py sends one at every moment). Once the last has moved,
+the write is done: a signal while the old files are removed ends the command with every file new. What could
+not be written (and, should putting back fail too, what holds the new text) is a :class:`FilesNotWritten`,
+exit status 10.
 """
 
 from __future__ import annotations
@@ -166,8 +169,11 @@ def write_atomically(files: Mapping[Path, str]) -> None:
     target = next(iter(files), Path())
     try:
         for target, text in files.items():
-            fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-            staged[target] = Path(name)
+            # Held from the creation of the staged file to its record in ``staged``: a signal in between would
+            # leave it beside the target, created and not yet known to the cleanup below.
+            with deferred_interrupts():
+                fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+                staged[target] = Path(name)
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
                 stream.write(text)
             if target.exists():
