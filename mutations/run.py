@@ -166,8 +166,10 @@ def scratch_copy(root: Path, dest: Path) -> Path:
 
 
 def environment(copy: Path) -> dict[str, str]:
-    """The tests' environment: the copy's import packages first, no bytecode, no PYTEST_ADDOPTS."""
+    """The tests' environment: the copy's import packages first, no bytecode, no PYTEST_ADDOPTS, no workers."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    # One process: pyproject's `-n auto` would start a worker per core for the few tests of one mutation.
+    env["PYTEST_XDIST_AUTO_NUM_WORKERS"] = "0"
     paths = [str(copy / root) for root in IMPORT_ROOTS if (copy / root).is_dir()]
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"

@@ -1,9 +1,11 @@
-"""A console script run as a child, with its own peak memory and its time measured.
+"""A console script run as a child, with its own peak memory and its time measured: the one peak-memory helper
+of the tests (issue 28's bounds).
 
-The peak is the child's own ``VmHWM`` (``/proc/self/status``), read by the child itself as it exits: a
-``sitecustomize`` module put first on its ``PYTHONPATH`` registers the reading with ``atexit``. ``VmHWM`` starts
-afresh at ``exec``, so nothing of pytest's own size leaks in (``ru_maxrss`` would: Linux carries it over from
-the parent at fork).
+The peak is the child's own ``VmHWM`` (``/proc/self/status``), read by the child itself as it exits:
+``tests/interrupt_hook/sitecustomize.py``, put first on its ``PYTHONPATH``, writes it to the file
+``FLAGTREE_TEST_PEAK`` names (the same hook pauses a command for a signal or reads a recorded machine, so those
+can be given through ``env`` too). ``VmHWM`` starts afresh at ``exec``, so nothing of pytest's own size leaks in
+(``ru_maxrss`` would: Linux carries it over from the parent at fork).
 """
 
 from __future__ import annotations
@@ -19,18 +21,8 @@ from pathlib import Path
 MEMORY_LIMIT_KIB = 600 << 10
 TIME_LIMIT_S = 60.0
 
-_SITECUSTOMIZE = """\
-import atexit, os
-
-def _peak():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                with open(os.environ["FLAGTREE_TEST_PEAK_FILE"], "w") as out:
-                    out.write(line.split()[1])
-
-atexit.register(_peak)
-"""
+ROOT = Path(__file__).resolve().parents[1]
+HOOK = Path(__file__).resolve().parent / "interrupt_hook"
 
 
 @dataclass(frozen=True)
@@ -53,23 +45,18 @@ def console_script(name: str) -> str:
     return str(path)
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def run_measured(argv: list[str], scratch: Path, env: dict[str, str] | None = None) -> Measured:
     """Run ``argv`` (``argv[0]`` a console script name) as a child in the repository (its ``recipe/``
-    found), its scratch files in ``scratch``; what it did and cost."""
-    hook = scratch / "peak-hook"
-    hook.mkdir(parents=True, exist_ok=True)
-    (hook / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    found), its scratch files in ``scratch``, ``env`` added to the environment; what it did and cost."""
+    scratch.mkdir(parents=True, exist_ok=True)
     peak_file = scratch / "peak-kib"
     peak_file.unlink(missing_ok=True)
     base = {**os.environ, **(env or {})}
     child_env = {
         **base,
         # The hook first; the rest of PYTHONPATH kept (the mutation runner's copy comes first on it).
-        "PYTHONPATH": os.pathsep.join(p for p in (str(hook), base.get("PYTHONPATH", "")) if p),
-        "FLAGTREE_TEST_PEAK_FILE": str(peak_file),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(HOOK), base.get("PYTHONPATH", "")) if p),
+        "FLAGTREE_TEST_PEAK": str(peak_file),
         "XDG_CACHE_HOME": str(scratch / "cache"),
         "NO_COLOR": "1",
     }

@@ -1,16 +1,20 @@
-"""The rehearsal tier's session fixtures, shared by its modules (test_rehearsal.py, test_rehearsal_cross.py)
-through conftest.py, so the stub channel and the stand-in sources are made once per session."""
+"""The rehearsal tier's session fixtures, shared by its modules (test_rehearsal.py, test_rehearsal_cross.py,
+test_rehearsal_sbom.py) through conftest.py, so the stub channel, the stand-in sources and the native build of
+every output are made once per session (per worker under pytest-xdist: conftest.py puts the tests that share
+them on one worker)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from _rehearsal_channel import build_rehearsal_channel
+from _rehearsal import build, requirement_names, write_variants
+from _rehearsal_channel import build_rehearsal_channel, stub_names
 from _rehearsal_sources import ROOT, Sources, make_sources
 from _tools import aarch64_gcc, require_executable
 
@@ -53,6 +57,41 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Sources:
         llvm_commit=llvm_commit,
         flagtree_src=Path(flagtree_src) if flagtree_src else None,
     )
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """The built channel of the real recipe and what it was built with."""
+
+    channel: Path
+    stub_channel: Path
+    variant_file: Path
+    sources: Sources
+
+
+@pytest.fixture(scope="session")
+def rehearsal(
+    tmp_path_factory: pytest.TempPathFactory, stub_channel: Path, sources: Sources, offline_session: None
+) -> Rehearsal:
+    """Every output of the real recipe, built in render order: package tests run where they can (see README)."""
+    folder = tmp_path_factory.mktemp("rehearsal")
+    variant_file = write_variants(ROOT, sources, folder / "variants.yaml")
+    missing = sorted(requirement_names(ROOT, variant_file) - stub_names(stub_channel))
+    if missing:
+        pytest.fail(
+            f"the recipe needs {', '.join(missing)}, which the stub channel lacks: add to tests/_rehearsal_channel.py"
+        )
+    channel = folder / "channel"
+    # flagtree-cpu's import and script tests need its aarch64 libraries loaded by python: not here.
+    for name, test in (("flagtree-llvm", True), ("flagtree-doctor", True), ("flagtree-cpu", False)):
+        build(ROOT, variant_file, channel, stub_channel, names=[name], test=test)
+    return Rehearsal(channel=channel, stub_channel=stub_channel, variant_file=variant_file, sources=sources)
+
+
+def built_package(channel: Path, name: str) -> Path:
+    """The one package file of output ``name`` in ``channel``."""
+    (found,) = [p for p in channel.glob(f"*/{name}-*.conda") if p.name.rsplit("-", 2)[0] == name]
+    return found
 
 
 def variant_value(root: Path, key: str) -> object:

@@ -8,13 +8,19 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 # DEAD_PROXY: a dead end for any HTTP client that honours proxies (rattler's does). The rehearsal tier's
 # session fixtures come from there too, made once for all its modules.
-from _rehearsal_fixtures import DEAD_PROXY, offline_session, sources, stub_channel  # noqa: F401
+from _rehearsal_fixtures import DEAD_PROXY, offline_session, rehearsal, sources, stub_channel  # noqa: F401
 from _toy import make_empty_channel
+from _xdist_groups import GROUPS_INPUT, SharedFixtureScheduling, shared_fixture_groups, write_groups
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.workermanage import WorkerController
 
 # A test run started in the background of a non-interactive shell (`pytest &`, a script's `nohup ... &`)
 # inherits SIGINT ignored, and so would every command the tests start: the Ctrl-C tests would then see none
@@ -52,6 +58,32 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("FLAGTREE_AARCH64_SYSROOT", str(sysroot.resolve()))
     config.stash[RUN_CACHE] = Path(tempfile.mkdtemp(prefix="flagtree-tests-cache-"))
     os.environ["XDG_CACHE_HOME"] = str(config.stash[RUN_CACHE])
+    # pyproject's `-n auto` was resolved before this hook (pytest-xdist reads this variable then). A pytest
+    # started inside a test (test_without_torch.py, test_suite_anywhere.py, test_ci.py, the mutation runner)
+    # runs its tests in its own process, not in workers of its own beside this run's.
+    os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"] = "0"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: WorkerController) -> None:
+    """pytest-xdist's controller collects no tests: each worker writes the shared-fixture groups (below) where
+    it says."""
+    node.workerinput[GROUPS_INPUT] = str(node.config.stash[RUN_CACHE])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> SharedFixtureScheduling | None:
+    """`--dist load` (pyproject's `-n auto`): as xdist's, but the tests that share a built fixture of ours run
+    on one worker, the biggest groups first (tests/_xdist_groups.py). Another --dist is xdist's own."""
+    if config.getvalue("dist") != "load":
+        return None
+    return SharedFixtureScheduling(config, log, config.stash[RUN_CACHE])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    folder = getattr(config, "workerinput", {}).get(GROUPS_INPUT)
+    if folder:
+        write_groups(Path(folder), shared_fixture_groups(items))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

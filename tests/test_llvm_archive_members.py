@@ -183,8 +183,15 @@ def test_a_socket_or_fifo_in_a_folder_is_one_line(
     tree = make_tree(tmp_path, programs["glibc-2.34"])
     special = tree / "lib" / "agent"
     if kind == "socket":
-        with socket.socket(socket.AF_UNIX) as listening:
-            listening.bind(str(special))
+        # Bound by its name from its folder: a socket's path is at most 107 bytes, and a pytest-xdist worker's
+        # tmp_path (popen-gwN/) takes the whole path beyond that.
+        here = Path.cwd()
+        os.chdir(special.parent)
+        try:
+            with socket.socket(socket.AF_UNIX) as listening:
+                listening.bind(special.name)
+        finally:
+            os.chdir(here)
     else:
         os.mkfifo(special)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -22,16 +22,16 @@ import pytest
 import yaml
 from rattler.package_streaming import extract
 
-from _rehearsal import build, copy_recipe, requirement_names, write_variants
+from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_archive import ARCHIVE_GLIBC, archive_top
-from _rehearsal_channel import PY, SITE, TARGET, stub_names
-from _rehearsal_fixtures import variant_value
+from _rehearsal_channel import PY, SITE, TARGET
+from _rehearsal_fixtures import Rehearsal, variant_value
+from _rehearsal_fixtures import built_package as _package
 from _rehearsal_sources import (
     FLAGTREE_CPU_PATCHES,
     FLAGTREE_PATCHES,
     FLAGTREE_PLAIN_LIBRARIES,
     ROOT,
-    Sources,
     flagtree_cpu_tree,
     synthesize_flagtree,
 )
@@ -43,40 +43,6 @@ from flagtree_feedstock.errors import FeedstockError
 pytestmark = pytest.mark.rehearsal
 
 OUTPUTS = ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu")
-
-
-@dataclass(frozen=True)
-class Rehearsal:
-    """The built channel of the real recipe and what it was built with."""
-
-    channel: Path
-    stub_channel: Path
-    variant_file: Path
-    sources: Sources
-
-
-@pytest.fixture(scope="session")
-def rehearsal(
-    tmp_path_factory: pytest.TempPathFactory, stub_channel: Path, sources: Sources, offline_session: None
-) -> Rehearsal:
-    """Every output of the real recipe, built in render order: package tests run where they can (see README)."""
-    folder = tmp_path_factory.mktemp("rehearsal")
-    variant_file = write_variants(ROOT, sources, folder / "variants.yaml")
-    missing = sorted(requirement_names(ROOT, variant_file) - stub_names(stub_channel))
-    if missing:
-        pytest.fail(
-            f"the recipe needs {', '.join(missing)}, which the stub channel lacks: add to tests/_rehearsal_channel.py"
-        )
-    channel = folder / "channel"
-    # flagtree-cpu's import and script tests need its aarch64 libraries loaded by python: not here.
-    for name, test in (("flagtree-llvm", True), ("flagtree-doctor", True), ("flagtree-cpu", False)):
-        build(ROOT, variant_file, channel, stub_channel, names=[name], test=test)
-    return Rehearsal(channel=channel, stub_channel=stub_channel, variant_file=variant_file, sources=sources)
-
-
-def _package(channel: Path, name: str) -> Path:
-    (found,) = [p for p in channel.glob(f"*/{name}-*.conda") if p.name.rsplit("-", 2)[0] == name]
-    return found
 
 
 def test_every_output_is_built_for_its_platform(rehearsal: Rehearsal) -> None:

@@ -15,21 +15,20 @@ import pytest
 import yaml
 
 from _package_diff import members
-from _rehearsal import build, write_variants
-from _rehearsal_sources import ROOT, Sources
+from _rehearsal import build
+from _rehearsal_fixtures import Rehearsal, built_package
+from _rehearsal_sources import ROOT
 from flagtree_feedstock.build.sbom import sbom_path
 
 pytestmark = pytest.mark.rehearsal
 
+OUTPUTS = ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu")
 
-def test_every_package_carries_a_checked_sbom(tmp_path: Path, sources: Sources, stub_channel: Path) -> None:
-    variant_file = write_variants(ROOT, sources, tmp_path / "variants.yaml")
-    built = {}
-    for name in ("flagtree-llvm", "flagtree-doctor", "flagtree-cpu"):
-        for package in build(
-            ROOT, variant_file, tmp_path / "channel", stub_channel, names=[name], test=False
-        ):
-            built[package.name.rsplit("-", 2)[0]] = package
+
+def test_every_package_carries_a_checked_sbom(rehearsal: Rehearsal) -> None:
+    """The session's build of every output (conftest.py's ``rehearsal``, built from the real recipe)."""
+    variant_file = rehearsal.variant_file
+    built = {name: built_package(rehearsal.channel, name) for name in OUTPUTS}
     used = yaml.safe_load(variant_file.read_text())
     keys = list(yaml.safe_load((ROOT / "recipe" / "conda_build_config.yaml").read_text()))
     for name, package in built.items():
@@ -59,19 +58,19 @@ def test_every_package_carries_a_checked_sbom(tmp_path: Path, sources: Sources, 
     )
 
 
-def test_the_sbom_changes_when_a_pin_changes(tmp_path: Path, sources: Sources, stub_channel: Path) -> None:
-    """flagtree-doctor built twice, the second time with a variant file that moves sleef_commit (as `-m` does):
-    the same package name (the doctor does not use that pin), another document, so another package file."""
-    base = write_variants(ROOT, sources, tmp_path / "variants.yaml")
+def test_the_sbom_changes_when_a_pin_changes(tmp_path: Path, rehearsal: Rehearsal) -> None:
+    """flagtree-doctor built again (beside the session's build) with a variant file that moves sleef_commit (as
+    `-m` does): the same package name (the doctor does not use that pin), another document, so another
+    package file."""
     moved = tmp_path / "moved.yaml"
-    variants = yaml.safe_load(base.read_text())
+    variants = yaml.safe_load(rehearsal.variant_file.read_text())
     variants["sleef_commit"] = ["0000000000000000000000000000000000000001"]
     moved.write_text(yaml.safe_dump(variants, sort_keys=False))
+    (again,) = build(
+        ROOT, moved, tmp_path / "two", rehearsal.stub_channel, names=["flagtree-doctor"], test=False
+    )
     documents = []
-    for name, variant_file in (("one", base), ("two", moved)):
-        (package,) = build(
-            ROOT, variant_file, tmp_path / name, stub_channel, names=["flagtree-doctor"], test=False
-        )
+    for package in (built_package(rehearsal.channel, "flagtree-doctor"), again):
         (document,) = [d for m, d in members(package) if m.endswith(":" + sbom_path("flagtree-doctor"))]
         documents.append((package.name, json.loads(document)))
     (first_name, first), (second_name, second) = documents

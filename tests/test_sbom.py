@@ -4,6 +4,7 @@ rehearsal tier's (tests/test_rehearsal_sbom.py)."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -139,11 +140,18 @@ def _package(
     return package
 
 
-@pytest.fixture
-def doctor_document(tmp_path: Path) -> dict:
-    document = _render_sbom(ROOT / "recipe", tmp_path / "rendered")["flagtree-doctor"]
+@pytest.fixture(scope="module")
+def rendered_doctor_document(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The real recipe's document for flagtree-doctor, rendered once for the module's tests."""
+    document = _render_sbom(ROOT / "recipe", tmp_path_factory.mktemp("rendered"))["flagtree-doctor"]
     document["metadata"]["component"]["purl"] = "pkg:conda/flagtree-doctor@0.6.0?build=pyh0_0&subdir=noarch"
     return document
+
+
+@pytest.fixture
+def doctor_document(rendered_doctor_document: dict) -> dict:
+    """A copy of it, for a test to damage."""
+    return copy.deepcopy(rendered_doctor_document)
 
 
 def test_sbom_summarises_a_package_that_carries_its_document(tmp_path: Path, doctor_document: dict) -> None:

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -441,15 +442,21 @@ def test_a_redirect_of_the_exchange_is_not_followed(
 def test_an_oidc_endpoint_that_does_not_answer_ends_at_the_timeout(
     toy_channel: Path, servers: Servers, tmp_path: Path
 ) -> None:
+    gave_up = threading.Event()
+
     def silent(request: Request) -> Reply:
-        time.sleep(8)
+        gave_up.wait(
+            8
+        )  # the answer comes 8 s on, or once the test is done with the toolkit (no idle teardown)
         return github(request)
 
     oidc, server = servers(oidc=silent)
     started = time.monotonic()
     env = job_env(tmp_path, f"{oidc.url}/token?api-version=2.0")
     done = upload(toy_channel, server.url, env, "--timeout", "1")
-    assert time.monotonic() - started < 8  # the toolkit gave up before the answer came
+    took = time.monotonic() - started
+    gave_up.set()
+    assert took < 8  # the toolkit gave up before the answer came
     assert done.returncode == 9
     assert error_line(done.stderr).startswith(
         f"flagtree-feedstock: error: requesting an OIDC token: {oidc.url} did not finish the request within 1 s: gave up"

@@ -24,7 +24,7 @@ machine's settings), is then run for a big.LITTLE machine on any host. The docto
 
 With ``FLAGTREE_TEST_PEAK`` naming a file, the process writes its own peak memory there as the interpreter exits
 (any way but SIGKILL): ``VmHWM`` from ``/proc/self/status`` (kB), which counts only this process's pages, unlike
-``ru_maxrss``, which a child inherits from its parent at fork (``tests/_peak.py``).
+``ru_maxrss``, which a child inherits from its parent at fork (``tests/_peak_memory.py`` reads it).
 """
 
 import os
