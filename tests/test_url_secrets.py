@@ -80,12 +80,19 @@ def _environment(tmp_path: Path) -> dict[str, str]:
 
 
 def _children(pid: int) -> dict[int, str]:
-    """The running children of ``pid`` and their command lines, as any local user reads them."""
+    """The running children of ``pid`` and their command lines, as any local user reads them; a child that
+    has not exec'd yet (its command line still ``pid``'s own, which the user gave) is not one of them yet."""
     found = {}
+    try:
+        own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return found
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                line = (entry / "cmdline").read_bytes()
+                if line != own:
+                    found[int(entry.name)] = line.replace(b"\0", b" ").decode()
         except (OSError, IndexError, ValueError):
             continue
     return found
