@@ -224,6 +224,22 @@ class Answer:
             received += len(chunk)
             yield chunk
 
+    def bounded_chunks(self, limit: int, too_large: Exception) -> Iterator[bytes]:
+        """The body, chunk by chunk (:meth:`chunks`), refused with ``too_large`` where it announces more than
+        ``limit`` bytes (at once, before the caller opens anything to write to) or passes them: a download
+        that would fill the disk."""
+        if self.length is not None and self.length > limit:
+            raise too_large
+        return self._capped(limit, too_large)
+
+    def _capped(self, limit: int, too_large: Exception) -> Iterator[bytes]:
+        received = 0
+        for chunk in self.chunks():
+            received += len(chunk)
+            if received > limit:
+                raise too_large
+            yield chunk
+
     def _short(self, received: int) -> HttpError:
         announced = f" of the {self.length} it announced" if self.length is not None else ""
         return HttpError(

@@ -97,13 +97,10 @@ def _download(
                     f"{shown} could not be downloaded: the server answered {status_text(answer.status)}",
                     fix="check the channel, or install without that -c channel",
                 )
-            if answer.length is not None and answer.length > limit:
-                raise too_large
+            body = answer.bounded_chunks(limit, too_large)
             with target.open("xb") as out:
-                for chunk in answer.chunks():
+                for chunk in body:
                     received += len(chunk)
-                    if received > limit:
-                        raise too_large
                     digest.update(chunk)
                     out.write(chunk)
     except HttpError as exc:

@@ -92,14 +92,9 @@ def download(
                     f"{status_text(answer.status)}",
                     fix="check the URL, or download the file yourself and pass its path",
                 )
-            if answer.length is not None and answer.length > max_size:
-                raise too_large
+            body = answer.bounded_chunks(max_size, too_large)
             with spool(cache, lambda digest: name if digest == sha256 else f".mismatch-{name}") as out:
-                received = 0
-                for chunk in answer.chunks():
-                    received += len(chunk)
-                    if received > max_size:
-                        raise too_large
+                for chunk in body:
                     out.writer.write(chunk)
     except HttpError as exc:
         raise SourceFetchError(
