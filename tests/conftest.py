@@ -65,17 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """What pyproject's `-n auto` means: one worker more than the cores this process may use. A good part of the
-    suite's time is spent waiting (loopback servers, timeouts, children, signals), which the extra worker fills:
-    on two cores the whole suite took 318 s with three workers, 370 s with two (docs/testing.md).
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set (None: pytest-xdist's own reading)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return len(os.sched_getaffinity(0)) + 1
-
-
-@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: WorkerController) -> None:
     """pytest-xdist's controller collects no tests: each worker writes the shared-fixture groups (below) where
     it says."""
