@@ -2,7 +2,7 @@
 
 Put this folder on ``PYTHONPATH`` and Python's ``site`` imports it at start-up. With ``FLAGTREE_TEST_SIGNAL_AT``
 set to ``N:SIGNAL:MODULE.FUNCTION`` (``3:SIGTERM:flagtree_feedstock.recipe.pins.write_atomically``), it counts
-the moments of each call of that function in the main thread (and of everything it calls), and at the Nth sends
+the moments of each call of that function (and of everything it calls), and at the Nth sends
 the process SIGNAL (``signal.raise_signal``: the handler runs at once, as a signal from outside would at that
 point). A moment is either side of an operation:
 
@@ -10,7 +10,8 @@ point). A moment is either side of an operation:
   ``os.rename`` (which ``os.replace`` raises too), ``os.remove``, ``os.chmod``, ``tempfile.mkstemp``, ...; the
   exception the signal's handler raises comes out of the operation before it is done;
 - *after*: the return of such an operation of ``os`` or of a file stream's method (``sys.setprofile``'s
-  ``c_return``): ``os.replace`` has renamed, ``os.open`` has created, ``write`` has written, ``close`` has
+  ``c_return``, the profile set only while the function runs: the module's name is swapped for a wrapper as
+  it is imported): ``os.replace`` has renamed, ``os.open`` has created, ``write`` has written, ``close`` has
   flushed, and the caller has not yet run its next statement.
 
 At the Nth moment it first writes what that moment is to the file ``FLAGTREE_TEST_SIGNAL_MARK``; a run that
@@ -27,7 +28,6 @@ _SPEC = os.environ.get("FLAGTREE_TEST_SIGNAL_AT", "")
 if _SPEC:
     _AT, _SIGNAL, _FUNCTION = _SPEC.split(":", 2)
     _MODULE, _, _NAME = _FUNCTION.rpartition(".")
-    _FILE = _MODULE.replace(".", "/") + ".py"
     _MARK = Path(os.environ["FLAGTREE_TEST_SIGNAL_MARK"])
     _state = {"left": int(_AT), "inside": None, "done": False, "audited": False}
 
@@ -52,13 +52,7 @@ if _SPEC:
             _moment(f"before {event} {args[0] if args else ''}")
 
     def _profile(frame, event, arg):
-        code = frame.f_code
-        if event == "call" and _state["inside"] is None:
-            if code.co_name == _NAME and code.co_filename.endswith(_FILE):
-                _state["inside"] = frame
-        elif event == "return" and frame is _state["inside"]:
-            _state["inside"] = None
-        elif event == "c_call":
+        if event == "c_call":
             _state["audited"] = False
         elif event == "c_return":
             name = getattr(arg, "__qualname__", "")
@@ -67,5 +61,43 @@ if _SPEC:
             ):
                 _moment(f"after {name}")
 
+    def _watched(function):
+        """``function``, profiled while it runs: the profile costs the rest of the command nothing."""
+
+        def watched(*args, **kwargs):
+            if _state["inside"] is not None:  # a call within the call: already watched
+                return function(*args, **kwargs)
+            _state["inside"] = function
+            sys.setprofile(_profile)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                sys.setprofile(None)
+                _state["inside"] = None
+
+        return watched
+
+    class _Wrapper:
+        """Finds _MODULE with the finders after it, and once the module has run, puts ``_watched`` in place of
+        _NAME, before any other module can take the name from it."""
+
+        def find_spec(self, name, path, target=None):
+            if name != _MODULE:
+                return None
+            for finder in sys.meta_path[sys.meta_path.index(self) + 1 :]:
+                spec = getattr(finder, "find_spec", lambda *_: None)(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                setattr(module, _NAME, _watched(getattr(module, _NAME)))
+
+            spec.loader.exec_module = exec_module
+            return spec
+
     sys.addaudithook(_before)
-    sys.setprofile(_profile)
+    sys.meta_path.insert(0, _Wrapper())
