@@ -91,6 +91,45 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(config.stash[RUN_CACHE], ignore_errors=True)
 
 
+# The signals that end a command (flagtree_doctor.interrupts.ENDING_SIGNALS).
+ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def ignored_and_blocked(pid: int | str = "self") -> tuple[list[str], list[str]]:
+    """The ending signals the kernel has process ``pid`` ignore, and those its main thread blocks: what every
+    command it starts inherits (an ignored or blocked signal, the command keeps)."""
+    fields = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
+    ignored, blocked = (
+        sorted(s.name for s in ENDING if int(fields[field], 16) >> (s - 1) & 1)
+        for field in ("SigIgn", "SigBlk")
+    )
+    return ignored, blocked
+
+
+def _ending_signals_state() -> tuple[list[object], list[str], list[str]]:
+    """This process's handlers of the ending signals, those it ignores and those it blocks."""
+    return [signal.getsignal(s) for s in ENDING], *ignored_and_blocked()
+
+
+@pytest.fixture(autouse=True)
+def ending_signals_as_found() -> Iterator[None]:
+    """A test leaves the ending signals as it found them: a later test's command would otherwise start with
+    one ignored or blocked, and a signal the test sends it would change nothing."""
+    before = _ending_signals_state()
+    yield
+    after = _ending_signals_state()
+    if after != before:
+        handlers, _, blocked = before
+        for signum, handler in zip(ENDING, handlers, strict=True):
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [s for s in ENDING if s.name not in blocked])
+        pytest.fail(
+            f"the test changed this process's ending signals (handlers, ignored, blocked): {before} before, {after} after"
+        )
+
+
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Send every proxied request to a closed loopback port, so a network attempt fails at once."""

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from _toy import RECIPES, build_args, leftovers, native_args, published
+from conftest import ignored_and_blocked
 from flagtree_doctor.interrupts import Interrupted, catch_signals
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._processes import Process
@@ -511,6 +512,9 @@ def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: in
         text=True,
     )
     _wait_for(marker, process)
+    # A command that started with the signal ignored or blocked keeps it so (inherited from this process, which
+    # tests/conftest.py's ending_signals_as_found keeps as it was): say so, not a timeout a minute later.
+    assert ignored_and_blocked(process.pid) == ([], []), (ignored_and_blocked(), "in the test process")
     _ended(process, signum)
     # Nothing written; `channel index` took the folder's lock (a lock file beside it, kept by design).
     lock = [".channel.lock"] if command == "channel index" else []
