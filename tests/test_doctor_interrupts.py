@@ -32,7 +32,9 @@ CIX = DATA / "cix-p1-orion-o6"
 MACHINE = {"FLAGTREE_TEST_MACHINE": str(CIX)}
 HOOK = Path(__file__).parent / "interrupt_hook"
 BIN = Path(sys.executable).parent
-HELD = 2.0  # seconds an operation pauses while Ctrl-C is held back (the test's SIGINT lands in them)
+# Seconds an operation pauses at most while Ctrl-C is held back: the test's signal lands in the pause, which
+# ends as it arrives (tests/interrupt_hook), so this only bounds a signal that never comes.
+HELD = 30.0
 
 
 def _script(name: str) -> str:
@@ -175,8 +177,6 @@ def test_an_interrupt_while_apply_writes_lands_the_whole_set(
     land, then the line; no temporary file is left (tree() lists every file, hidden ones too)."""
     prefix = conda_env(tmp_path / "env")
     argv = [_script("flagtree-doctor"), "--apply"]
-    # The signal is held back for the whole pause, so it must be long enough for it to land inside it on a
-    # loaded machine (0.5 s was not, beside the mutation runner).
     process = start(argv, moment, tmp_path, seconds=HELD, env={"CONDA_PREFIX": str(prefix), **MACHINE})
     assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
     assert tree(prefix) == applied

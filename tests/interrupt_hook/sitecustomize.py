@@ -5,7 +5,8 @@ to ``EVENT:TEXT`` it adds an audit hook (``sys.addaudithook``): the first audit 
 argument contains TEXT (``import:rich.console`` is an import statement of rich.console, as
 ``importlib.import_module`` raises no such event; ``open:.tmp`` the opening of a
 temporary file, ``os.rename:`` any rename) creates the file ``FLAGTREE_TEST_READY`` and sleeps
-``FLAGTREE_TEST_PAUSE_SECONDS`` (default 30) inside the operation, so the test's SIGINT lands there. A
+``FLAGTREE_TEST_PAUSE_SECONDS`` (default 30) inside the operation, so the test's SIGINT lands there; the first
+signal that arrives (one the command holds back too) ends the pause at once. A
 KeyboardInterrupt raised in the sleep propagates out of the operation as one raised by the operation would.
 ``FLAGTREE_TEST_PAUSE=import:MODULE`` with ``FLAGTREE_TEST_PAUSE_SECONDS=0`` only marks a moment.
 ``return:MODULE.NAME`` pauses just *after* a call of that built-in function returns in the main thread
@@ -44,7 +45,33 @@ if _SPEC:
             return
         _fired.append(event)
         Path(_READY).write_text(f"{event} {args[0]}\n")
-        time.sleep(_SECONDS)
+        _wait(_SECONDS)
+
+    def _wait(seconds):
+        """Sleep ``seconds``, or until a signal arrives: Python's C handler writes its number to the wakeup fd
+        before any Python handler runs, so a signal the command holds back ends the pause as one that raises
+        does, and the test waits no longer than the signal takes. An ignored signal never arrives."""
+        if seconds <= 0:
+            return
+        import select  # noqa: PLC0415
+        import signal  # noqa: PLC0415
+
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        try:
+            old = signal.set_wakeup_fd(write)
+        except ValueError:  # not the main thread: only a sleep
+            old = None
+        try:
+            if old is None:
+                time.sleep(seconds)
+            else:
+                select.select([read], [], [], seconds)
+        finally:
+            if old is not None:
+                signal.set_wakeup_fd(old)
+            os.close(read)
+            os.close(write)
 
     if _EVENT == "return":
         import importlib
