@@ -258,3 +258,29 @@ def test_an_interim_answer_is_never_taken_for_the_final_one(monkeypatch: pytest.
         raised.value.message
         == f"{url} answered HTTP 102 Processing, an interim answer, where a final one was due"
     )
+
+
+def test_the_total_is_named_when_its_alarm_s_thread_runs_late(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait for the answer (the read timeout) and the whole request (the total) end at about one instant;
+    on a loaded machine the total's timer thread may not have run when the answer's has. The error names the
+    total all the same: its time is up by the clock. The total's timer here never starts at all."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    alarms: list[threading.Timer] = []
+
+    class Late(threading.Timer):
+        def start(self) -> None:
+            alarms.append(self)
+            if len(alarms) > 1:  # the request's total is the first alarm: its thread never runs
+                super().start()
+
+    monkeypatch.setattr(threading, "Timer", Late)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with (
+        pytest.raises(HttpError) as raised,
+        open_request("GET", f"{url}/x", timeouts=Timeouts(connect=5, read=0.5, total=0.5)),
+    ):
+        pass
+    assert len(alarms) == 2
+    assert raised.value.message == f"{url} did not finish the request within 0.5 s: gave up"

@@ -165,18 +165,25 @@ def status_text(status: int) -> str:
 
 class _Alarm:
     """Shuts ``sock`` down (both ways) after ``seconds``, so every read or send blocked on it ends at once;
-    ``fired`` says whether it did. ``None`` seconds: never."""
+    ``fired`` says whether its time is up. ``None`` seconds: never."""
 
     def __init__(self, sock: socket.socket | None, seconds: float | None) -> None:
-        self.fired = False
+        self._gone_off = False
+        self._ends = None if seconds is None else time.monotonic() + seconds
         self._timer: threading.Timer | None = None
         if sock is not None and seconds is not None:
             self._timer = threading.Timer(max(seconds, 0.0), self._fire, args=(sock,))
             self._timer.daemon = True
             self._timer.start()
 
+    @property
+    def fired(self) -> bool:
+        """Whether the time is up: by the clock too, as a timeout of another alarm that ends a wait at about
+        the same instant can come before this one's thread has run (on a loaded machine)."""
+        return self._gone_off or (self._ends is not None and time.monotonic() >= self._ends)
+
     def _fire(self, sock: socket.socket) -> None:
-        self.fired = True
+        self._gone_off = True
         # The plain socket's shutdown (an SSLSocket's own would drop its TLS state under a reader); a socket
         # closed meanwhile has nothing blocked on it.
         with contextlib.suppress(OSError):
@@ -456,9 +463,7 @@ def _send(
 
 def _fired() -> _Alarm:
     """An alarm that has gone off: the total time was up before a connection could be made."""
-    alarm = _Alarm(None, None)
-    alarm.fired = True
-    return alarm
+    return _Alarm(None, 0)
 
 
 def _connection(
