@@ -35,6 +35,10 @@ from pathlib import Path
 
 _SPEC = os.environ.get("FLAGTREE_TEST_PAUSE", "")
 if _SPEC:
+    import contextlib
+    import select
+    import signal
+
     _EVENT, _, _TEXT = _SPEC.partition(":")
     _READY = os.environ["FLAGTREE_TEST_READY"]
     _SECONDS = float(os.environ.get("FLAGTREE_TEST_PAUSE_SECONDS", "30"))
@@ -44,29 +48,27 @@ if _SPEC:
         if _fired or event != _EVENT or _TEXT not in str(args[0] if args else ""):
             return
         _fired.append(event)
-        Path(_READY).write_text(f"{event} {args[0]}\n")
-        _wait(_SECONDS)
+        with _woken_by_a_signal() as woken:  # before the test is told: its signal may come at once
+            Path(_READY).write_text(f"{event} {args[0]}\n")
+            woken(_SECONDS)
 
-    def _wait(seconds):
-        """Sleep ``seconds``, or until a signal arrives: Python's C handler writes its number to the wakeup fd
-        before any Python handler runs, so a signal the command holds back ends the pause as one that raises
-        does, and the test waits no longer than the signal takes. An ignored signal never arrives."""
-        if seconds <= 0:
-            return
-        import select  # noqa: PLC0415
-        import signal  # noqa: PLC0415
-
+    @contextlib.contextmanager
+    def _woken_by_a_signal():
+        """A wait of some seconds that a signal ends: Python's C handler writes the signal's number to the
+        wakeup fd before any Python handler runs, so a signal the command holds back ends the wait as one that
+        raises does, and the test waits no longer than its signal takes. An ignored signal never arrives.
+        Outside the main thread (no wakeup fd there) it is a plain sleep."""
         read, write = os.pipe()
         os.set_blocking(write, False)
         try:
             old = signal.set_wakeup_fd(write)
-        except ValueError:  # not the main thread: only a sleep
+        except ValueError:
             old = None
         try:
             if old is None:
-                time.sleep(seconds)
+                yield time.sleep
             else:
-                select.select([read], [], [], seconds)
+                yield lambda seconds: select.select([read], [], [], seconds) if seconds > 0 else None
         finally:
             if old is not None:
                 signal.set_wakeup_fd(old)
