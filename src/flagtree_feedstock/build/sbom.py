@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from flagtree_feedstock.build import _iri_syntax
 from flagtree_feedstock.errors import BuildFailedError, ToolMissingError
 
 SBOM_DIR = "share/flagtree-feedstock/sbom"
@@ -328,6 +329,8 @@ def sbom_json(facts: SbomFacts) -> str:
 def schema_problem(text: str) -> str | None:
     """What the CycloneDX 1.6 JSON schema rejects in ``text`` (one line), or ``None`` when it validates."""
     from cyclonedx.schema import SchemaVersion  # noqa: PLC0415
+
+    _iri_syntax.defer()  # before jsonschema loads (3.3 s less where no IRI is checked)
     from cyclonedx.validation.json import JsonStrictValidator  # noqa: PLC0415
 
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
