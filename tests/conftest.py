@@ -17,6 +17,7 @@ import pytest
 from _rehearsal_fixtures import DEAD_PROXY, offline_session, rehearsal, sources, stub_channel  # noqa: F401
 from _toy import make_empty_channel
 from _xdist_groups import GROUPS_INPUT, SharedFixtureScheduling, shared_fixture_groups, write_groups
+from flagtree_doctor.interrupts import ENDING_SIGNALS
 
 if TYPE_CHECKING:
     from xdist.remote import Producer
@@ -91,10 +92,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(config.stash[RUN_CACHE], ignore_errors=True)
 
 
-# The signals that end a command (flagtree_doctor.interrupts.ENDING_SIGNALS).
-ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 def ignored_and_blocked(pid: int | str = "self") -> tuple[list[str], list[str]]:
     """The ending signals the kernel has process ``pid`` ignore, and those its main thread blocks: what every
     command it starts inherits (an ignored or blocked signal, the command keeps)."""
@@ -102,7 +99,7 @@ def ignored_and_blocked(pid: int | str = "self") -> tuple[list[str], list[str]]:
         line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
     )
     ignored, blocked = (
-        sorted(s.name for s in ENDING if int(fields[field], 16) >> (s - 1) & 1)
+        sorted(s.name for s in ENDING_SIGNALS if int(fields[field], 16) >> (s - 1) & 1)
         for field in ("SigIgn", "SigBlk")
     )
     return ignored, blocked
@@ -110,7 +107,7 @@ def ignored_and_blocked(pid: int | str = "self") -> tuple[list[str], list[str]]:
 
 def _ending_signals_state() -> tuple[list[object], list[str], list[str]]:
     """This process's handlers of the ending signals, those it ignores and those it blocks."""
-    return [signal.getsignal(s) for s in ENDING], *ignored_and_blocked()
+    return [signal.getsignal(s) for s in ENDING_SIGNALS], *ignored_and_blocked()
 
 
 @pytest.fixture(autouse=True)
@@ -122,9 +119,9 @@ def ending_signals_as_found() -> Iterator[None]:
     after = _ending_signals_state()
     if after != before:
         handlers, _, blocked = before
-        for signum, handler in zip(ENDING, handlers, strict=True):
+        for signum, handler in zip(ENDING_SIGNALS, handlers, strict=True):
             signal.signal(signum, handler)  # type: ignore[arg-type]
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [s for s in ENDING if s.name not in blocked])
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [s for s in ENDING_SIGNALS if s.name not in blocked])
         pytest.fail(
             f"the test changed this process's ending signals (handlers, ignored, blocked): {before} before, {after} after"
         )
