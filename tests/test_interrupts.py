@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from _timing import FINE_POLL, POLL, poll_until, seconds, seconds_arg
 from _toy import RECIPES, build_args, leftovers, native_args, published
 from conftest import ignored_and_blocked
 from flagtree_doctor.interrupts import Interrupted, catch_signals
@@ -37,28 +38,6 @@ from flagtree_feedstock.build import output_dir
 VENV_BIN = Path(sys.executable).parent
 # pip's generated wrapper: it imports flagtree_feedstock._entry before the guard there can run.
 CONSOLE_SCRIPT = VENV_BIN / "flagtree-feedstock"
-
-# A sitecustomize that stops the process inside one import (named by TOY_PAUSE_AT), after touching
-# TOY_PAUSE_MARKER: the interrupt then lands while that module loads.
-PAUSE_AT_IMPORT = """\
-import importlib.abc
-import os
-import sys
-import time
-
-
-class _Pause(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == os.environ["TOY_PAUSE_AT"]:
-            sys.meta_path.remove(self)
-            open(os.environ["TOY_PAUSE_MARKER"], "w").close()
-            time.sleep(60)
-        return None
-
-
-sys.meta_path.insert(0, _Pause())
-"""
-
 
 HOOK = Path(__file__).parent / "interrupt_hook"
 # The line and exit status each signal ends a command with.
@@ -94,24 +73,21 @@ def _session(session: int) -> dict[int, str]:
     return found
 
 
-def _until(condition: object, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
+def _until(condition: Callable[[], object], what: str) -> None:
+    poll_until(condition, what, seconds(20))
 
 
-def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
+def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    timeout = seconds(120)
     deadline = time.monotonic() + timeout
     while not path.exists():
         if process.poll() is not None:
             pytest.fail(f"the command ended (status {process.returncode}) first:\n{process.communicate()[1]}")
         if time.monotonic() > deadline:
             process.send_signal(signal.SIGINT)  # ends its engine's processes too
-            process.communicate(timeout=60)
-            pytest.fail(f"{path} did not appear within {timeout} s")
-        time.sleep(0.02)
+            process.communicate(timeout=seconds(60))
+            pytest.fail(f"{path} did not appear within {timeout:g} s")
+        time.sleep(POLL)
 
 
 def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) -> str:
@@ -121,9 +97,9 @@ def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) 
         os.killpg(process.pid, signum)
     else:
         os.kill(process.pid, signum)
-    process.wait(timeout=60)
+    process.wait(timeout=seconds(60))
     try:
-        _, stderr = process.communicate(timeout=10)
+        _, stderr = process.communicate(timeout=seconds(10))
     except subprocess.TimeoutExpired:
         pytest.fail(
             f"{process.args[1:3]} ended ({process.returncode}), a process it started holds its output"
@@ -139,7 +115,7 @@ def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) 
 def _killed(process: subprocess.Popen[str]) -> None:
     """SIGKILL the toolkit; once it has ended, stop reading what it wrote (what it started may hold that)."""
     process.kill()
-    process.wait(timeout=60)
+    process.wait(timeout=seconds(60))
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             stream.close()
@@ -181,12 +157,12 @@ def toy_slow(tmp_path: Path, empty_channel: Path) -> Iterator[Callable[..., subp
 def _running_when_the_lock_is_free(lock: Path, watched: list[int], found: list[list[int]]) -> None:
     """Take the lock file's flock as soon as it is free (polling); note which of ``watched`` ran then."""
     with lock.open("rb") as probe:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + seconds(30)
         while time.monotonic() < deadline:
             try:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                time.sleep(0.01)
+                time.sleep(FINE_POLL)
                 continue
             found.append([pid for pid in watched if _alive(pid)])
             return
@@ -198,13 +174,11 @@ def _end_all(session: int, leader: Process) -> None:
     now = Process.of(session)
     if now is not None and now.start != leader.start:
         return
-    for _ in range(50):
-        members = _session(session)
-        if not members:
-            return
+    deadline = time.monotonic() + seconds(5)
+    while (members := _session(session)) and time.monotonic() < deadline:
         for pid in members:
             os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
+        time.sleep(POLL)
 
 
 @pytest.mark.parametrize(
@@ -250,6 +224,21 @@ def test_a_signal_during_a_build_script(
     assert sorted(leftovers(out)) == sorted(
         ["linux-64", "noarch", f"linux-64/{quick}", "linux-64/repodata.json", "noarch/repodata.json"]
     )
+
+
+def test_toy_slow_holds_for_the_scaled_time(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """The build script's child, which the script waits on, sleeps the time tests/conftest.py gives on the tests'
+    time scale (TOY_HOLD_SECONDS), not a fixed minute: a slower machine's tests still end it before it ends."""
+    assert os.environ["TOY_HOLD_SECONDS"] == seconds_arg(60)  # tests/conftest.py's, for every toy-slow build
+    process = toy_slow(TOY_HOLD_SECONDS=seconds_arg(61))  # another time than the recipe's own minute
+    _, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
+    assert Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[:2] == [
+        b"sleep",
+        seconds_arg(61).encode(),
+    ]
+    _ended(process, signal.SIGINT)
 
 
 def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(
@@ -305,7 +294,7 @@ def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_na
             env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=seconds(120),
             check=False,
         )
         (line,) = [
@@ -357,7 +346,7 @@ def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
             assert free == [[]]
         else:
             (tmp_path / "release").touch()
-            _, stderr = process.communicate(timeout=120)
+            _, stderr = process.communicate(timeout=seconds(120))
             assert process.returncode == 0, stderr
         running = [pid for pid in _recorded(escape) if _alive(pid)]
         assert running == [], (
@@ -430,7 +419,7 @@ def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
             "FLAGTREE_TEST_PAUSE": "os.chmod:.part",  # the package linked beside its name, not yet checked
             "FLAGTREE_TEST_READY": str(ready),
-            "FLAGTREE_TEST_PAUSE_SECONDS": "60",
+            "FLAGTREE_TEST_PAUSE_SECONDS": seconds_arg(60),
             "TOY_RELEASE": str(tmp_path),  # toy-slow builds at once
         },
         stdout=subprocess.PIPE,
@@ -450,7 +439,7 @@ def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
         env={**os.environ, "TOY_RELEASE": str(tmp_path)},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert rerun.returncode == 0, rerun.stderr
@@ -466,7 +455,7 @@ LOADING = {
     "python -m": "rich.console",
     "build --render-only": "flagtree_feedstock.recipe.render",
     "channel index": "rattler.index",
-    "channel install": "rattler",
+    "channel install": "rattler.channel",  # the first module rattler imports as it loads
     "upload": "flagtree_feedstock.channel.upload",
 }
 
@@ -483,8 +472,9 @@ LOADING = {
     ],
 )
 def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: int) -> None:
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(PAUSE_AT_IMPORT)
+    """The command is held inside the import of a module it loads (tests/interrupt_hook): the signal ends it
+    there, in its one line. The hold ends when the signal comes, however soon after the test is told (it once
+    slept through a SIGINT that came between its marker and its sleep: the test then timed out)."""
     marker = tmp_path / "paused"
     channel = tmp_path / "channel"
     (channel / "noarch").mkdir(parents=True)
@@ -501,11 +491,10 @@ def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: in
         argv,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")])
-            ),
-            "TOY_PAUSE_AT": LOADING[command],
-            "TOY_PAUSE_MARKER": str(marker),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
+            "FLAGTREE_TEST_PAUSE": f"import:{LOADING[command]}",
+            "FLAGTREE_TEST_READY": str(marker),
+            "FLAGTREE_TEST_PAUSE_SECONDS": seconds_arg(60),
         },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -518,7 +507,7 @@ def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: in
     _ended(process, signum)
     # Nothing written; `channel index` took the folder's lock (a lock file beside it, kept by design).
     lock = [".channel.lock"] if command == "channel index" else []
-    assert sorted(p.name for p in tmp_path.iterdir()) == [*lock, "channel", "paused", "site"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*lock, "channel", "paused"]
     assert sorted(p.name for p in channel.rglob("*")) == ["noarch"]
 
 
@@ -532,7 +521,7 @@ def _paused(argv: list[str], pause: str, tmp_path: Path, **env: str) -> subproce
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
             "FLAGTREE_TEST_PAUSE": pause,
             "FLAGTREE_TEST_READY": str(ready),
-            "FLAGTREE_TEST_PAUSE_SECONDS": "2",
+            "FLAGTREE_TEST_PAUSE_SECONDS": seconds_arg(2),
             **env,
         },
         stdout=subprocess.PIPE,
@@ -695,7 +684,7 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     render = [str(CONSOLE_SCRIPT), *build_args("toy-multi", tmp_path / "out", "--render-only")]
     process = _paused(["nohup", *render], "import:flagtree_feedstock.recipe.render", tmp_path)
     process.send_signal(signal.SIGHUP)
-    out, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=seconds(60))
     assert process.returncode == 0, err
     assert "packages to build" in out
 
@@ -718,8 +707,9 @@ def test_an_interrupt_while_a_package_is_published_waits_for_its_index(
     real_index = output_dir.index_channel
 
     def interrupted_index(channel: Path, *, check: bool = True) -> list[Path]:
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, after the packages were renamed into place
-        time.sleep(0.1)
+        signal.raise_signal(
+            signal.SIGINT
+        )  # Ctrl-C, after the packages were renamed into place (handled at once)
         return real_index(channel, check=check)
 
     monkeypatch.setattr(output_dir, "index_channel", interrupted_index)
@@ -732,8 +722,7 @@ def test_an_interrupt_while_a_package_is_published_waits_for_its_index(
 def test_deferred_interrupts_hold_a_sigint_until_the_block_ends() -> None:
     finished = []
     with pytest.raises(KeyboardInterrupt), deferred_interrupts():
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.1)  # the handler has run by now: it only noted the signal
+        signal.raise_signal(signal.SIGINT)  # its handler has run when this returns: it only noted the signal
         finished.append(True)
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
@@ -754,9 +743,10 @@ def caught_signals() -> Iterator[None]:
 def test_deferred_interrupts_hold_each_signal_and_deliver_the_first(signum: int) -> None:
     finished = []
     with pytest.raises(Interrupted) as raised, deferred_interrupts():
-        os.kill(os.getpid(), signum)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.1)  # both handlers have run by now: they only noted the signals
+        signal.raise_signal(
+            signum
+        )  # each handler has run when its raise returns: they only noted the signals
+        signal.raise_signal(signal.SIGINT)
         finished.append(True)
     assert finished == [True]
     assert raised.value.signum == signum
