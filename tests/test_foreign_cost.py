@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = ROOT / "benchmarks" / "foreign_inputs.py"
 # Each case's status at 10 KB and 1 MB; None: whichever (a lock record over 64 KB is refused, unread).
@@ -43,7 +45,7 @@ def _measured() -> dict[str, dict[str, list[float]]]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=seconds(90),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds
 from _tools import require_executable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +125,7 @@ def _run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=seconds(300),
     )
 
 

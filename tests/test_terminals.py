@@ -30,6 +30,7 @@ import yaml
 
 from _doctor_machine import as_this_machine
 from _stub_channel import write_package
+from _timing import seconds
 from _tools import TORCH_INSTALL, aarch64_gcc, require_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +57,12 @@ def run(
         **(env or {}),
     }
     done = subprocess.run(
-        [str(BIN / argv[0]), *argv[1:]], capture_output=True, env=full_env, cwd=ROOT, check=False, timeout=600
+        [str(BIN / argv[0]), *argv[1:]],
+        capture_output=True,
+        env=full_env,
+        cwd=ROOT,
+        check=False,
+        timeout=seconds(600),
     )
     return done.returncode, done.stdout.decode(encoding), done.stderr.decode(encoding)
 
@@ -276,14 +282,19 @@ def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
             if not chunk:
                 break
             chunks.append(chunk)
-        status = process.wait(timeout=600)
+        status = process.wait(timeout=seconds(600))
     os.close(leader)
     return status, ESCAPE.sub("", b"".join(chunks).decode().replace("\r\n", "\n"))
 
 
 def in_a_pipe(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     done = subprocess.run(
-        [str(BIN / argv[0]), *argv[1:]], capture_output=True, env=env, cwd=ROOT, check=False, timeout=600
+        [str(BIN / argv[0]), *argv[1:]],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=seconds(600),
     )
     return done.returncode, ESCAPE.sub("", (done.stdout + done.stderr).decode())
 

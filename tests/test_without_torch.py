@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds
 from _tools import TORCH_INSTALL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def _pytest(python: Path, report: Path, *, ci: bool) -> tuple[int, dict[str, tup
     argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
     done = subprocess.run(
         [*argv, "--continue-on-collection-errors", *(NEED_TORCH if ci else (*NEED_TORCH, *AROUND))],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900,
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=seconds(900),
     )  # fmt: skip
     outcomes = {}
     for case in ET.parse(report).iter("testcase"):
