@@ -140,6 +140,9 @@ def _environment(tmp_path: Path, **more: str) -> dict[str, str]:
         "HOME": str(tmp_path / "home"),
         "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
         "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache"),
+        # A native crash (py-rattler's SIGSEGV, once) prints every thread's Python stack into the stderr the
+        # test shows: what ran when it came.
+        "PYTHONFAULTHANDLER": "1",
         "no_proxy": "127.0.0.1,127.0.0.2",
         "NO_PROXY": "127.0.0.1,127.0.0.2",
         **more,

@@ -11,6 +11,7 @@ SIGKILL of the toolkit, which it cannot handle, does not leave its worker runnin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -609,6 +610,76 @@ def test_channel_index_goes_on_only_once_py_rattlers_workers_are_idle(
     for _ in range(10):
         folder.index_channel(channel, check=False)
     assert seen == [[]] * 10
+
+
+def test_channel_install_returns_only_once_py_rattlers_workers_are_idle(
+    tmp_path: Path, toy_channel: Path
+) -> None:
+    """py-rattler's solve and install hand their result back while one or two tokio workers still run (after
+    each of ten installs in a row, without the wait); `channel install` ends right after, and the interpreter
+    torn down under such a thread can crash (a SIGSEGV once, in test_channel_credentials' second install). As
+    smoke_install returns, every other thread sleeps: ten installs, each looked at right then."""
+    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    folder.index_channel(channel, check=False)
+    seen = []
+    for attempt in range(10):
+        folder.smoke_install(
+            channel, ["toy-quick"], prefix=tmp_path / f"prefix-{attempt}", platform="linux-64"
+        )
+        seen.append(_running_threads())
+    assert seen == [[]] * 10
+
+
+@pytest.mark.parametrize("step", ["channel index", "channel install"])
+def test_a_thread_still_working_when_py_rattler_returns_is_waited_for(
+    step: str, tmp_path: Path, toy_channel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two tests above catch py-rattler's own workers when they happen to be late (after every install, on
+    about every second index); this one every time: a thread works on for a moment after each py-rattler call
+    returns, as those workers do, and the step returns only once it is done."""
+    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    if step == "channel install":
+        folder.index_channel(channel, check=False)
+    working = threading.Event()  # set as a call returns (in this thread), cleared by the worker once done
+    stop = threading.Event()
+    run = asyncio.run
+
+    def returned(call: Any) -> Any:
+        try:
+            return run(call)
+        finally:
+            working.set()
+
+    def late_worker() -> None:
+        while not stop.is_set():
+            if working.wait(POLL):
+                end = time.monotonic() + 0.3  # well within the toolkit's 2 s wait for idle threads
+                while time.monotonic() < end:  # busy, as a running thread is
+                    pass
+                working.clear()
+
+    monkeypatch.setattr(folder.asyncio, "run", returned)
+    worker = threading.Thread(target=late_worker)
+    worker.start()
+    try:
+        if step == "channel index":
+            folder.index_channel(channel, check=False)
+        else:
+            folder.smoke_install(channel, ["toy-quick"], prefix=tmp_path / "prefix", platform="linux-64")
+        assert not working.is_set(), f"{step} returned while a thread still worked"
+    finally:
+        stop.set()
+        worker.join()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])

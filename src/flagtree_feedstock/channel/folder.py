@@ -9,10 +9,10 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from flagtree_feedstock._engine import require
@@ -287,6 +287,22 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
     return sorted(channel_dir.glob("*/repodata.json"))
 
 
+_Result = TypeVar("_Result")
+
+
+def _settled(call: Coroutine[Any, Any, _Result]) -> _Result:
+    """``asyncio.run`` of a py-rattler call, returning once py-rattler's tokio workers are idle again.
+
+    The call hands its result back while one or two of its workers still run (after every solve and install
+    here); ``channel install`` prints its table and ends right after, and an interpreter torn down under such a
+    thread can crash (a SIGSEGV once in the tests, after an install).
+    """
+    try:
+        return asyncio.run(call)
+    finally:
+        wait_for_idle_threads()
+
+
 def _not_indexed(channel_dir: Path) -> FeedstockError:
     """Why ``channel_dir`` cannot be installed from; the fix suggests indexing only where that works."""
     if not channel_dir.is_dir():  # a path that names nothing is bad input (2), as for `channel index`
@@ -461,7 +477,7 @@ def smoke_install(
     ]
     with rattler_client(engine, os.environ) as client:
         try:
-            records = asyncio.run(
+            records = _settled(
                 rattler.solve(
                     [local, *extra],
                     match_specs,
@@ -499,7 +515,7 @@ def _install(
         with tempfile.TemporaryDirectory(prefix="flagtree-feedstock-packages-") as scratch:
             # The installer installs checked copies only, downloaded with the credentials of their origin.
             use_checked_copies(records, Path(scratch), check_package, authorize=engine.authorize)
-            asyncio.run(
+            _settled(
                 rattler.install(
                     list(records),
                     prefix,
