@@ -297,9 +297,10 @@ def test_a_url_that_names_two_hosts_is_refused_in_one_line(
     assert (first_requests(), second_requests()) == ([], [])
     assert done.returncode == 2, done.stderr
     assert error_line(done.stderr) == (
-        "flagtree-feedstock: error: channel http://… has a backslash before its path, which rattler reads as the "
-        "end of its host and Python does not: it names two hosts at once (fix: write the URL without it (a "
-        "backslash in a user name or password is %5C))"
+        "flagtree-feedstock: error: channel http://… names one server to Python's URL parser and another to "
+        "rattler's (WHATWG): they read its host or port differently (fix: write the host right after the scheme's "
+        "two slashes, with no backslash before the path, and a backslash or slash in a user name or password as "
+        "%5C or %2F)"
     )
     assert not [form for form in FORMS if form in done.stdout + done.stderr]
 
