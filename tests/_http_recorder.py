@@ -23,7 +23,9 @@ repodata and packages). ``raw_latin1`` is ``raw`` sent as Latin-1
 that many seconds (a server that keeps a slow read alive); ``interim`` sends ``100 Continue`` again and again
 for that many seconds, and never a final answer. Each of these stops by itself (the body is short, the
 interim answers end), so no test's server runs on once the client gave up. ``--host`` binds another loopback address
-(127.0.0.2 is another origin than 127.0.0.1), ``--tls CERT KEY`` serves https. Without a matching rule:
+(127.0.0.2 is another origin than 127.0.0.1; ``::1``), ``--tls CERT KEY`` serves https. A request in absolute form
+(``GET http://host:port/path``, as a client sends it to a proxy) is recorded and matched with that whole target as its
+path: the recorder then stands in for an http proxy, and shows which host a client asked for, with which headers. Without a matching rule:
 
 - prefix.dev: ``POST /api/v1/upload/CHANNEL`` keeps the file's name and sha256 (its part's ``X-File-Name`` and
   ``X-File-SHA256``) and answers 200, or 409 for a name it holds; ``GET /CHANNEL/SUBDIR/repodata.json`` lists
@@ -197,6 +199,8 @@ def main() -> None:
     args = parser.parse_args()
     Recorder.log_path = args.log
     Recorder.rules = json.loads(args.rules)
+    if ":" in args.host:  # an IPv6 address (::1)
+        ThreadingHTTPServer.address_family = socket.AF_INET6
     server = ThreadingHTTPServer((args.host, 0), Recorder)
     if args.tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

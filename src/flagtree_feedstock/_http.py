@@ -102,11 +102,16 @@ class Origin:
         return cls(url.scheme, url.host, DEFAULT_PORTS[url.scheme] if url.port is None else url.port)
 
     @property
+    def address(self) -> str:
+        """The host as a connection is made to it: an IPv6 address without its brackets."""
+        return self.host.removeprefix("[").removesuffix("]")
+
+    @property
     def loopback(self) -> bool:
         if self.host == "localhost":
             return True
         try:
-            return ipaddress.ip_address(self.host.removeprefix("[").removesuffix("]")).is_loopback
+            return ipaddress.ip_address(self.address).is_loopback
         except ValueError:
             return False
 
@@ -486,21 +491,21 @@ def _connection(
         if proxy is None:
             return (
                 http.client.HTTPSConnection(
-                    origin.host, origin.port, timeout=timeouts.connect, context=context
+                    origin.address, origin.port, timeout=timeouts.connect, context=context
                 ),
                 path,
                 {},
             )
         connection = http.client.HTTPSConnection(
-            proxy.host, proxy.port, timeout=timeouts.connect, context=context
+            proxy.address, proxy.port, timeout=timeouts.connect, context=context
         )
-        connection.set_tunnel(origin.host, origin.port, headers=proxy_headers)
+        connection.set_tunnel(origin.address, origin.port, headers=proxy_headers)
         return connection, path, {}
     if proxy is None:
-        return http.client.HTTPConnection(origin.host, origin.port, timeout=timeouts.connect), path, {}
+        return http.client.HTTPConnection(origin.address, origin.port, timeout=timeouts.connect), path, {}
     absolute = f"{origin}{path}"
     return (
-        http.client.HTTPConnection(proxy.host, proxy.port, timeout=timeouts.connect),
+        http.client.HTTPConnection(proxy.address, proxy.port, timeout=timeouts.connect),
         absolute,
         proxy_headers,
     )
@@ -511,7 +516,7 @@ def _proxy(origin: Origin) -> tuple[Origin | None, dict[str, str]]:
     if origin.loopback:
         return None, {}
     url = urllib.request.getproxies().get(origin.scheme)
-    if not url or urllib.request.proxy_bypass(origin.host):
+    if not url or urllib.request.proxy_bypass(origin.address):
         return None, {}
     parts = read(url if "://" in url else f"http://{url}")
     proxy = Origin.of_url(parts)
