@@ -17,7 +17,8 @@ RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..
 ``Location``), ``delay`` (seconds to wait before answering: a server that never answers), ``raw`` (bytes
 sent instead of an HTTP answer, then the connection is closed: a bad status line, a short read) or ``reset``
 (the connection is reset instead of answered); in ``headers`` and ``raw``, ``{authorization}`` stands for the
-request's Authorization header (a server that echoes the token). ``file`` sends that file's bytes as the body (a channel's
+request's Authorization header (a server that echoes the token), and in ``headers`` ``{port}`` for the server's own
+port (a redirect to another spelling of itself). ``file`` sends that file's bytes as the body (a channel's
 repodata and packages). ``raw_latin1`` is ``raw`` sent as Latin-1
 (a header byte that is not ASCII, ``Content-Length: \xb2``); ``trickle`` sends the answer's body one byte every
 that many seconds (a server that keeps a slow read alive); ``interim`` sends ``100 Continue`` again and again
@@ -168,7 +169,8 @@ class Recorder(BaseHTTPRequestHandler):
         )
         self.send_response(int(rule["status"]))
         for name, value in rule.get("headers", {}).items():
-            self.send_header(name, value.replace("{authorization}", authorization))
+            value = value.replace("{authorization}", authorization)
+            self.send_header(name, value.replace("{port}", str(self.server.server_address[1])))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

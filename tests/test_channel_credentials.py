@@ -195,16 +195,23 @@ def channels(tmp_path: Path) -> tuple[Path, Path]:
 # ---- channel install: the secrets reach the server, and no file -------------------------------------------
 
 
-@pytest.mark.parametrize("form", ["password", "token"])
+# The channel's path for each form of its token: as anaconda.org gives it, and as a WHATWG reader (rattler, and
+# a server) reads it to the same thing: after its dot segments, and with its ``t`` percent-encoded.
+TOKEN_PATHS = {
+    "token": f"/t/{TOKEN}/chan",
+    "token-after-dot-segments": f"/x/../t/{TOKEN}/chan",
+    "token-encoded-t": f"/%74/{TOKEN}/chan",
+}
+
+
+@pytest.mark.parametrize("form", ["password", *TOKEN_PATHS])
 def test_channel_install_leaves_no_secret_in_rattler_s_cache_nor_in_any_file_it_writes(
     form: str, tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
 ) -> None:
     local, remote = channels
-    base = f"/t/{TOKEN}/chan" if form == "token" else "/chan"
+    base = f"/t/{TOKEN}/chan" if form != "password" else "/chan"
     url, requests = start_server(_channel_rules(base, remote))
-    channel = (
-        f"{url}/t/{TOKEN}/chan" if form == "token" else url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
-    )
+    channel = f"{url}{TOKEN_PATHS[form]}" if form != "password" else _with_password(url) + "/chan"
     prefix = tmp_path / "prefix"
     done = _run([*_install_args(local, prefix, channel)], _environment(tmp_path))
 
@@ -214,7 +221,7 @@ def test_channel_install_leaves_no_secret_in_rattler_s_cache_nor_in_any_file_it_
     )  # installed from the server
     asked = requests()
     assert any(r["path"].endswith("remote-lib-1.0-h0_0.tar.bz2") for r in asked), asked
-    if form == "token":
+    if form != "password":
         assert all(r["path"].startswith(f"/t/{TOKEN}/chan/") for r in asked), asked
     else:
         basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()

@@ -197,6 +197,8 @@ def test_the_spellings_issue_41_names(first: str, second: str, same: bool) -> No
     [
         ("http://user:PW@a.test\\@b.test/chan", "names one server to Python's URL parser and another"),
         ("http:///b.test/chan", "names one server to Python's URL parser and another"),
+        ("http://a.test\\x/chan", "names one server to Python's URL parser and another"),  # Python: a.test\x
+        ("http://a.test:8\\@a.test:9/chan", "names one server to Python's URL parser and another"),  # 8 or 9
         ("http://a.test:99999/", "cannot be read as a URL"),
         ("http://a b/", "cannot be read as a URL"),
         ("http://xn--/chan", "has the label xn-- in its host"),
