@@ -169,8 +169,8 @@ class Recorder(BaseHTTPRequestHandler):
         )
         self.send_response(int(rule["status"]))
         for name, value in rule.get("headers", {}).items():
-            value = value.replace("{authorization}", authorization)
-            self.send_header(name, value.replace("{port}", str(self.server.server_address[1])))
+            port = str(self.server.server_address[1])
+            self.send_header(name, value.replace("{authorization}", authorization).replace("{port}", port))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

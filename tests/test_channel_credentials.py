@@ -495,7 +495,10 @@ def test_two_spellings_of_ipv6_loopback_are_one_host(
 
     assert (first_requests(), second_requests()) == ([], [])
     assert done.returncode == 2, done.stderr
-    assert f"channel {second}/chan is on the host of channel {_shown(first)}/chan at another origin" in done.stderr
+    assert (
+        f"channel {second}/chan is on the host of channel {_shown(first)}/chan at another origin"
+        in done.stderr
+    )
 
 
 # ---- names, through the recorder as an http proxy: what rattler asks for, with which header ------------------
@@ -559,7 +562,10 @@ def test_a_name_with_a_trailing_dot_is_another_host_as_rattler_reads_it(
     (_url_parsing.py argues why ``host.`` is its own origin)."""
     local, remote = channels
     proxy, requests = start_server(
-        [*_channel_rules("http://pkgs.example:8/chan", remote), *_channel_rules("http://pkgs.example.:8/other")]
+        [
+            *_channel_rules("http://pkgs.example:8/chan", remote),
+            *_channel_rules("http://pkgs.example.:8/other"),
+        ]
     )
     given = f"http://{USER}:{QUOTED}@pkgs.example:8/chan"
     done = _run(
@@ -618,7 +624,9 @@ def test_https_and_http_at_port_443_are_two_origins(
 # ---- rattler's own lookup: the key it uses for each spelling is the host the toolkit reads ------------------
 
 
-def _rattler_asks(channel: str, key: str, requests: Callable[[], list[dict[str, Any]]], tmp_path: Path) -> list[str | None]:
+def _rattler_asks(
+    channel: str, key: str, requests: Callable[[], list[dict[str, Any]]], tmp_path: Path
+) -> list[str | None]:
     """py-rattler (no toolkit in between) given ``channel`` as written and an authentication file holding the
     password under ``key``: the Authorization header of each request the server saw."""
     import rattler  # noqa: PLC0415 - the engine, imported where it is the subject
@@ -648,6 +656,7 @@ def _rattler_asks(channel: str, key: str, requests: Callable[[], list[dict[str, 
     ],
 )
 def test_rattler_looks_a_credential_up_under_the_host_the_toolkit_reads(
+    *,
     host: str,
     spelling: str,
     ours: str,
@@ -680,6 +689,7 @@ def test_rattler_looks_a_credential_up_under_the_host_the_toolkit_reads(
     ],
 )
 def test_rattler_looks_a_name_up_as_the_toolkit_reads_it(
+    *,
     spelling: str,
     ours: str,
     other: str,

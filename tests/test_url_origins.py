@@ -45,7 +45,8 @@ def ipv4_spelling(draw: st.DrawFn, number: int) -> tuple[str, str]:
     octets = number.to_bytes(4, "big")
     parts = [*octets[: count - 1], int.from_bytes(octets[count - 1 :], "big")]
     written = [draw(_number_spelling(part)) for part in parts]
-    text = ".".join(written) + draw(st.sampled_from(["", "."]))  # dropped: the parser ignores an empty last part
+    dot = draw(st.sampled_from(["", "."]))  # dropped: the IPv4 parser ignores an empty last part
+    text = ".".join(written) + dot
     return draw(_percent_encoded(text)), str(ipaddress.IPv4Address(number))
 
 
@@ -64,7 +65,9 @@ def _number_spelling(draw: st.DrawFn, value: int) -> str:
 def name_spelling(draw: st.DrawFn, labels: list[str]) -> tuple[str, str]:
     """The domain name of ``labels``, its international labels in unicode or punycode, in mixed case,
     percent-encoded, with a trailing dot or not (kept: another origin); and the host ada makes of it."""
-    punycode = [label if label.isascii() else ada_url.idna_to_ascii(label).decode("ascii") for label in labels]
+    punycode = [
+        label if label.isascii() else ada_url.idna_to_ascii(label).decode("ascii") for label in labels
+    ]
     written = [
         draw(_mixed_case(ascii_form)) if label.isascii() or draw(st.booleans()) else label
         for label, ascii_form in zip(labels, punycode, strict=True)

@@ -141,7 +141,9 @@ def test_a_channel_s_secrets_are_nowhere_but_in_its_requests(
     given, shown = (text.format(port=port) for text in CHANNELS[form])
     out = tmp_path / "out"
     lock = tmp_path / ".out.lock"
-    if form.startswith("token"):  # a lock file as a version before made it (readable by every local user), kept
+    if form.startswith(
+        "token"
+    ):  # a lock file as a version before made it (readable by every local user), kept
         lock.touch()
         lock.chmod(0o644)
     argv = build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", given)
@@ -252,7 +254,8 @@ def test_a_process_s_command_line_is_recorded_without_a_url_s_secrets() -> None:
 @pytest.mark.parametrize(
     ("url", "secret"),
     [
-        ("http://user:PW-5ecret@a.test\\@b.test/chan", "PW-5ecret"),  # the password rattler reads: 'PW-5ecret'
+        # Python reads the password 'PW-5ecret@a.test\\', rattler 'PW-5ecret': both are masked.
+        ("http://user:PW-5ecret@a.test\\@b.test/chan", "PW-5ecret"),
         ("http://user:PW-5ecret%40b@2130706433:8/chan", "PW-5ecret@b"),
         ("http://h.test/a/../t/TK-5ecret/chan", "TK-5ecret"),  # the token after the dot segments go
         ("http://h.test/%74/TK-5ecret/chan", "TK-5ecret"),  # a server decodes %74: the same /t/ segment
