@@ -258,11 +258,8 @@ def test_a_password_for_an_https_channel_is_not_sent_to_plain_http_on_another_po
 
     assert not _sent_secret(plain_requests()), plain_requests()  # the clear-text channel never sees it
     assert done.returncode == 2, done.stderr
-    assert error_line(done.stderr) == (
-        f"flagtree-feedstock: error: channel {plain}/chan is on the host of channel {secure.replace('://', '://…@')}"
-        f"/chan at another origin ({plain}, not {secure}), and rattler keys credentials by host alone: it would be "
-        f"sent that channel's credentials in clear text (fix: give the credentials with this channel's URL too if "
-        f"{plain} should have them, else serve both channels from one origin or leave one out)"
+    assert error_line(done.stderr) == _another_origin(
+        f"{plain}/chan", f"{_shown(secure)}/chan", plain, secure
     )
     assert secure_requests() == plain_requests() == []  # refused before anything is fetched
     assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
@@ -446,17 +443,25 @@ def test_a_password_is_not_sent_to_another_port_through_another_spelling_of_the_
 
     assert (first_requests(), second_requests()) == ([], [])  # refused before anything is fetched
     assert done.returncode == 2, done.stderr
-    assert error_line(done.stderr) == (
-        f"flagtree-feedstock: error: channel {second}/chan is on the host of channel {_shown(first)}/chan at "
-        f"another origin ({second}, not {first}), and rattler keys credentials by host alone: it would be sent "
-        f"that channel's credentials in clear text (fix: give the credentials with this channel's URL too if "
-        f"{second} should have them, else serve both channels from one origin or leave one out)"
+    assert error_line(done.stderr) == _another_origin(
+        f"{second}/chan", f"{_shown(first)}/chan", second, first
     )
     assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
 
 
 def _shown(url: str) -> str:
     return url.replace("://", "://…@", 1)
+
+
+def _another_origin(channel: str, owner: str, origin: str, given_for: str) -> str:
+    """The one line refusing ``channel`` (at ``origin``) on the host of the channel ``owner`` (as shown), whose
+    credentials were given for ``given_for``, over plain http."""
+    return (
+        f"flagtree-feedstock: error: channel {channel} is on the host of channel {owner} at another origin "
+        f"({origin}, not {given_for}), and rattler keys credentials by host alone: it would be sent that "
+        f"channel's credentials in clear text (fix: give the credentials with this channel's URL too if "
+        f"{origin} should have them, else serve both channels from one origin or leave one out)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -512,21 +517,40 @@ def _through_proxy(tmp_path: Path, proxy: str) -> dict[str, str]:
     return env
 
 
-def test_a_unicode_name_and_its_punycode_in_any_case_are_one_origin(
-    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+@pytest.mark.parametrize(
+    ("given", "other", "origin"),
+    [
+        ("BÜCHER.Example:8", "http://xn--bcher-kva.example:8", "http://xn--bcher-kva.example:8"),
+        ("pkgs.example:80", "HTTP://PKGS.EXAMPLE", "http://pkgs.example"),
+    ],
+    ids=["unicode-and-punycode-in-any-case", "default-port-written-or-not"],
+)
+def test_a_name_written_otherwise_is_one_origin(
+    *,
+    given: str,
+    other: str,
+    origin: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
 ) -> None:
-    """``BÜCHER.Example`` given the password, ``xn--bcher-kva.example`` (at the same port) given none: rattler
-    asks for both in punycode, with the password, as one origin. Nothing resolves these names here: the
-    recorder is the http proxy every request goes to; over plain http to another machine the toolkit's own
-    client would not send the password (a package to download from there is refused), so only ``toy-app``, of
-    the local channel, is installed: the solve still reads both remote channels' indexes."""
+    """The channel given the password (a unicode name in upper case; ``:80`` written) and another written
+    otherwise (its punycode; in upper case, no port): one origin, both asked for as ``origin``, with the
+    password. Nothing resolves these names here: the recorder is the http proxy every request goes to; over
+    plain http to another machine the toolkit's own client would not send the password (a package to download
+    from there is refused), so only ``toy-app``, of the local channel, is installed: the solve still reads both
+    remote channels' indexes."""
     local, remote = channels
-    origin = "http://xn--bcher-kva.example:8"
     proxy, requests = start_server(
         [*_channel_rules(f"{origin}/chan", remote), *_channel_rules(f"{origin}/other")]
     )
-    given = f"http://{USER}:{QUOTED}@BÜCHER.Example:8/chan"
-    argv = _install_args(local, tmp_path / "prefix", given, f"{origin}/other", specs=("toy-app",))
+    argv = _install_args(
+        local,
+        tmp_path / "prefix",
+        f"http://{USER}:{QUOTED}@{given}/chan",
+        f"{other}/other",
+        specs=("toy-app",),
+    )
     done = _run(argv, _through_proxy(tmp_path, proxy))
 
     assert done.returncode == 0, done.stderr
@@ -536,22 +560,44 @@ def test_a_unicode_name_and_its_punycode_in_any_case_are_one_origin(
     assert all(r["headers"].get("authorization") == BASIC for r in asked), asked
 
 
-def test_a_unicode_name_s_punycode_at_another_port_is_refused(
-    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+@pytest.mark.parametrize(
+    ("given", "other", "shown"),
+    [
+        (
+            "http://…@bücher.example:8/chan",
+            "http://XN--BCHER-KVA.example:9/other",
+            (
+                "channel http://xn--bcher-kva.example:9/other is on the host of channel "
+                "http://…@xn--bcher-kva.example:8/chan at another origin (http://xn--bcher-kva.example:9, not "
+                "http://xn--bcher-kva.example:8)"
+            ),
+        ),
+        (
+            "https://…@pkgs.example:443/chan",
+            "http://pkgs.example:443/other",
+            (
+                "channel http://pkgs.example:443/other is on the host of channel https://…@pkgs.example/chan at "
+                "another origin (http://pkgs.example:443, not https://pkgs.example)"
+            ),
+        ),
+    ],
+    ids=["punycode-at-another-port", "http-at-https-s-port"],
+)
+def test_another_origin_of_a_name_is_refused_as_rattler_reads_it(
+    *,
+    given: str,
+    other: str,
+    shown: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
 ) -> None:
     proxy, requests = start_server([])
-    given = f"http://{USER}:{QUOTED}@bücher.example:8/chan"
-    done = _run(
-        _install_args(channels[0], tmp_path / "prefix", given, "http://XN--BCHER-KVA.example:9/other"),
-        _through_proxy(tmp_path, proxy),
-    )
+    argv = _install_args(channels[0], tmp_path / "prefix", given.replace("…", f"{USER}:{QUOTED}"), other)
+    done = _run(argv, _through_proxy(tmp_path, proxy))
     assert requests() == []
     assert done.returncode == 2, done.stderr
-    assert error_line(done.stderr).startswith(
-        "flagtree-feedstock: error: channel http://xn--bcher-kva.example:9/other is on the host of channel "
-        "http://…@xn--bcher-kva.example:8/chan at another origin (http://xn--bcher-kva.example:9, not "
-        "http://xn--bcher-kva.example:8)"
-    )
+    assert error_line(done.stderr).startswith(f"flagtree-feedstock: error: {shown}")
 
 
 def test_a_name_with_a_trailing_dot_is_another_host_as_rattler_reads_it(
@@ -580,45 +626,6 @@ def test_a_name_with_a_trailing_dot_is_another_host_as_rattler_reads_it(
     assert with_dot and without and len(with_dot) + len(without) == len(asked), asked
     assert all(r["headers"].get("authorization") == BASIC for r in without), without
     assert not _sent_secret(with_dot), with_dot
-
-
-def test_a_default_port_written_or_not_is_one_origin(
-    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
-) -> None:
-    """``:80`` written for the channel given the password, not for the other: one origin, both asked for
-    without the port, with the password."""
-    local, remote = channels
-    proxy, requests = start_server(
-        [*_channel_rules("http://pkgs.example/chan", remote), *_channel_rules("http://pkgs.example/other")]
-    )
-    given = f"http://{USER}:{QUOTED}@pkgs.example:80/chan"
-    done = _run(
-        _install_args(local, tmp_path / "prefix", given, "HTTP://PKGS.EXAMPLE/other", specs=("toy-app",)),
-        _through_proxy(tmp_path, proxy),
-    )
-
-    assert done.returncode == 0, done.stderr
-    asked = requests()
-    assert {r["path"].split("/")[3] for r in asked} == {"chan", "other"}, asked
-    assert all(r["path"].startswith("http://pkgs.example/") for r in asked), asked
-    assert all(r["headers"].get("authorization") == BASIC for r in asked), asked
-
-
-def test_https_and_http_at_port_443_are_two_origins(
-    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
-) -> None:
-    proxy, requests = start_server([])
-    given = f"https://{USER}:{QUOTED}@pkgs.example:443/chan"
-    done = _run(
-        _install_args(channels[0], tmp_path / "prefix", given, "http://pkgs.example:443/other"),
-        _through_proxy(tmp_path, proxy),
-    )
-    assert requests() == []
-    assert done.returncode == 2, done.stderr
-    assert error_line(done.stderr).startswith(
-        "flagtree-feedstock: error: channel http://pkgs.example:443/other is on the host of channel "
-        "https://…@pkgs.example/chan at another origin (http://pkgs.example:443, not https://pkgs.example)"
-    )
 
 
 # ---- rattler's own lookup: the key it uses for each spelling is the host the toolkit reads ------------------
