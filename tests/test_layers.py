@@ -29,6 +29,7 @@ HELPERS = frozenset(
         "_progress",
         "_subprocess",
         "_urls",
+        "_url_parsing",
         "_tar_stream",
     }
 )
