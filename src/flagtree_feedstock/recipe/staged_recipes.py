@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock.errors import ConfigurationError
 
 RECIPE_NAME = "flagtree-cpu"
@@ -164,9 +165,12 @@ def write(staged: StagedRecipe, output: Path) -> Path:
     if target.exists():
         raise ConfigurationError(f"{target} already exists", fix="remove it, or pass another --output")
     made = [p for p in (output, output / "recipes") if not p.exists()]
-    (output / "recipes").mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{RECIPE_NAME}.", dir=output / "recipes"))
+    scratch: Path | None = None
     try:
+        # A signal is held from each folder's creation until the cleanup below knows it.
+        with deferred_interrupts():
+            (output / "recipes").mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{RECIPE_NAME}.", dir=output / "recipes"))
         (scratch / "recipe.yaml").write_text(staged.recipe_text, encoding="utf-8")
         for relative, source in sorted(staged.files.items()):
             destination = scratch / relative
@@ -175,10 +179,12 @@ def write(staged: StagedRecipe, output: Path) -> Path:
         scratch.chmod(0o755)
         scratch.rename(target)
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        for folder in reversed(made):
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
+        with deferred_interrupts():
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            for folder in reversed(made):
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
         raise
     return target
 
