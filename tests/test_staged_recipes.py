@@ -21,6 +21,7 @@ import yaml
 
 from _recipe_support import ROOT, SHARED, VARIANT_FILES
 from _smithy import run_smithy
+from flagtree_feedstock._own_files import OwnFile
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe import staged_recipes
 
@@ -257,10 +258,12 @@ def test_a_link_inside_the_repository_is_copied_as_its_file(tmp_path: Path) -> N
 
 def test_a_failed_copy_leaves_nothing(tmp_path: Path) -> None:
     plan = staged_recipes.plan(ROOT, ["alice"])
+    # A file under recipe.yaml, which is a file: its folder cannot be made, once some files are written.
     broken = staged_recipes.StagedRecipe(
-        recipe_text=plan.recipe_text, files={**plan.files, PurePosixPath("zz-missing"): tmp_path / "missing"}
+        recipe_text=plan.recipe_text,
+        files={**plan.files, PurePosixPath("recipe.yaml/zz"): OwnFile(data=b"zz", mode=0o644)},
     )
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileExistsError):
         staged_recipes.write(broken, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

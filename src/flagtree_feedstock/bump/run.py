@@ -24,6 +24,7 @@ from pathlib import Path
 
 from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._engine import require
+from flagtree_feedstock._own_files import RECIPE, VARIANT
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import (
     FilesNotWritten,
@@ -289,7 +290,7 @@ def bump(request: BumpRequest) -> BumpReport:
     recipes = [request.recipe_dir / name for name in RECIPES]
     epoch = PinChange(
         key=EPOCH,
-        old=read_epoch(read_text(recipes[0]), name=str(recipes[0])),
+        old=read_epoch(read_text(recipes[0], RECIPE), name=str(recipes[0])),
         new=str(flagtree.committer_time()),
         source="committer date of flagtree_commit",
     )
@@ -327,7 +328,7 @@ def bump(request: BumpRequest) -> BumpReport:
         return report
     files = {
         variant_file: change_pins(
-            read_text(variant_file),
+            read_text(variant_file, VARIANT),
             {pin.key: pin.new for pin in report.changed if pin.key != EPOCH},
             name=str(variant_file),
         ),
@@ -335,7 +336,7 @@ def bump(request: BumpRequest) -> BumpReport:
     }
     if epoch.old != epoch.new:
         files.update(
-            {path: change_epoch(read_text(path), int(epoch.new), name=str(path)) for path in recipes}
+            {path: change_epoch(read_text(path, RECIPE), int(epoch.new), name=str(path)) for path in recipes}
         )
     try:
         write_atomically(files)

@@ -26,9 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._own_files import Kind, NotThere, read_own_text, repository_of
 from flagtree_feedstock.errors import ConfigurationError, FileAccessError, file_access_error
 
-from .variants import read_utf8, read_variant_file
+from .variants import read_variant_file
 
 # The feedstock's pins that a FlagTree bump moves, in the order the variant file lists them.
 BUMPED_KEYS = (
@@ -44,11 +45,12 @@ _BOM = "\ufeff"
 
 def read_pins(path: Path) -> dict[str, str]:
     """The one value of each of :data:`BUMPED_KEYS` in the variant file ``path``."""
-    if not path.is_file():
+    try:
+        entries = read_variant_file(path, recipe_dir=path.parent)
+    except NotThere:
         raise ConfigurationError(
             f"variant file {path} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
-        )
-    entries = read_variant_file(path)
+        ) from None
     pins = {}
     for key in BUMPED_KEYS:
         entry = entries.get(key)
@@ -65,9 +67,11 @@ def read_pins(path: Path) -> dict[str, str]:
     return pins
 
 
-def read_text(path: Path) -> str:
-    """The text of a variant file as it is on disk: line endings untranslated, a byte order mark kept."""
-    return read_utf8(path, "variant file")
+def read_text(path: Path, kind: Kind) -> str:
+    """The text of ``path``, a ``kind`` of file of the recipe folder (the variant file, a recipe), as it is on
+    disk: line endings untranslated, a byte order mark kept; read by the one reader, which refuses a file that
+    is no regular file, leads out of the repository or is larger than its kind's bound."""
+    return read_own_text(path, kind, inside=repository_of(path.parent))
 
 
 def change_pins(text: str, changes: Mapping[str, str], *, name: str) -> str:
