@@ -27,8 +27,11 @@ checks nothing between the open and the read, where the place of the opened file
 
 from __future__ import annotations
 
+import io
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +117,26 @@ AUTH = Kind(
 )
 
 
+# Triton's prebuilt LLVM archive (build's ``--llvm-archive``), hashed and unpacked as a stream, never read whole:
+# 4 GiB by default, as llvm_archive/fetch.py bounds a download (--llvm-archive-max-size sets both).
+LLVM_ARCHIVE = Kind(
+    name="LLVM archive",
+    limit=4 << 30,
+    missing="pass Triton's LLVM archive (llvm-<commit>-<system>.tar.gz) or the folder it unpacked to",
+    large="pass Triton's LLVM archive (about 1 GB), or raise --llvm-archive-max-size",
+    noun="Triton's LLVM archive",
+)
+# GitHub's archive of llvm-project at a commit (bump's ``--llvm-archive``, hashed for llvm_sha256): about 250 MB;
+# 2 GiB is eight times that.
+LLVM_SOURCE = Kind(
+    name="LLVM source archive",
+    limit=2 << 30,
+    missing="download https://github.com/llvm/llvm-project/archive/<llvm_commit>.tar.gz and pass its path",
+    large="pass GitHub's archive of llvm-project (about 250 MB)",
+    noun="https://github.com/llvm/llvm-project/archive/<llvm_commit>.tar.gz",
+)
+
+
 class NotThere(ConfigurationError):
     """The file is not there (a caller that lists what is missing catches this one)."""
 
@@ -151,6 +174,24 @@ def read_own(
     ``inside``: the folder ``path`` must not lead out of (``place`` names it in a message); None for a file the
     user named, whose links are followed wherever they lead. See the module's docstring for what is refused.
     """
+    with open_own(path, kind, inside=inside, place=place) as file:
+        try:
+            data = file.read(kind.limit + 1)  # never more: a file that grew since its fstat stops here
+            mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+        except OSError as exc:  # an I/O error of the disk: named with the file
+            raise file_access_error(OSError(exc.errno, exc.strerror, str(path))) from None
+    if len(data) > kind.limit:
+        raise _too_large(path, kind)
+    return OwnFile(data=data, mode=mode)
+
+
+@contextmanager
+def open_own(
+    path: Path, kind: Kind, *, inside: Path | None = None, place: str = "this repository"
+) -> Iterator[io.BufferedReader]:
+    """``path`` open for reading, once :func:`read_own`'s checks pass: for a file read as a stream too (an
+    archive, hashed and unpacked in chunks), whose size, read from the open descriptor, is at most
+    ``kind.limit``."""
     if inside is not None:
         _refuse_link_out(path, Path(os.path.realpath(path)), kind, inside, place)
     try:
@@ -174,19 +215,14 @@ def read_own(
             # Where the file just opened is, as the kernel opened it: a link changed since the check above
             # cannot lead the read out of the folder.
             _refuse_link_out(path, _opened(descriptor, path), kind, inside, place)
-        with os.fdopen(descriptor, "rb") as file:  # a regular file: the descriptor is the file's from here
-            descriptor = -1
-            data = file.read(kind.limit + 1)
-    except OSError as exc:  # an I/O error of the disk: named with the file
-        raise file_access_error(OSError(exc.errno, exc.strerror, str(path))) from None
-    finally:
-        if descriptor >= 0:  # refused before the read
-            os.close(descriptor)
-    if len(data) > kind.limit:
-        raise ConfigurationError(
-            f"{kind.name} {path} is larger than {_size(kind.limit)}{_link_note(path)}", fix=kind.large
-        )
-    return OwnFile(data=data, mode=stat.S_IMODE(status.st_mode))
+        if status.st_size > kind.limit:
+            raise _too_large(path, kind)
+        file = os.fdopen(descriptor, "rb")  # a regular file: the descriptor is the file's from here
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with file:
+        yield file
 
 
 def read_own_text(
@@ -248,5 +284,14 @@ def _link_note(path: Path) -> str:
         return ""
 
 
+def _too_large(path: Path, kind: Kind) -> ConfigurationError:
+    return ConfigurationError(
+        f"{kind.name} {path} is larger than {_size(kind.limit)}{_link_note(path)}", fix=kind.large
+    )
+
+
 def _size(limit: int) -> str:
-    return f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit >> 10} KiB"
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if limit >= 1 << shift and not limit % (1 << shift):
+            return f"{limit >> shift} {unit}"
+    return f"{limit} bytes"

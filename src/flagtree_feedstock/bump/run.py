@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flagtree_feedstock._digest import file_digest
+from flagtree_feedstock._digest import stream_digest
 from flagtree_feedstock._engine import require
-from flagtree_feedstock._own_files import RECIPE, VARIANT
+from flagtree_feedstock._own_files import LLVM_SOURCE, RECIPE, VARIANT, open_own
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import (
     FilesNotWritten,
@@ -170,21 +170,25 @@ def _check_llvm_options(request: BumpRequest) -> None:
 def archive_sha256(archive: Path, commit: str) -> str:
     """The sha256 of GitHub's archive of LLVM at ``commit``, after checking that it holds that commit."""
     expected = f"llvm-project-{commit}"
-    try:
-        with tarfile.open(archive, "r|*") as tar:
-            first = next(iter(tar), None)
-    except (tarfile.TarError, OSError) as exc:
-        raise ConfigurationError(
-            f"--llvm-archive {archive} is not a tar archive: {exc}",
-            fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
-        ) from None
-    top = first.name.split("/", 1)[0] if first else ""
-    if top != expected:
-        raise ConfigurationError(
-            f"--llvm-archive {archive} holds {top or 'nothing'}, not {expected}",
-            fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
-        )
-    return file_digest(archive).hex()
+    # Opened once, by the one reader (a regular file, of at most 2 GiB): its first member and its sha256 come
+    # from that one open file.
+    with open_own(archive, LLVM_SOURCE) as handle:
+        try:
+            with tarfile.open(fileobj=handle, mode="r|*") as tar:
+                first = next(iter(tar), None)
+        except (tarfile.TarError, OSError) as exc:
+            raise ConfigurationError(
+                f"--llvm-archive {archive} is not a tar archive: {exc}",
+                fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
+            ) from None
+        top = first.name.split("/", 1)[0] if first else ""
+        if top != expected:
+            raise ConfigurationError(
+                f"--llvm-archive {archive} holds {top or 'nothing'}, not {expected}",
+                fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
+            )
+        handle.seek(0)
+        return stream_digest(handle).hex()
 
 
 def _llvm(request: BumpRequest, tree: GitTree, pins: dict[str, str]) -> tuple[PinChange, PinChange, Check]:
