@@ -225,7 +225,7 @@ def _add_build_arguments(build: argparse.ArgumentParser) -> None:
     build.add_argument(
         "--llvm-archive-max-size",
         metavar="SIZE",
-        help="the most a URL's download may take: bytes, or e.g. 4G, 1500M [4G]",
+        help="the most a URL's download, or the archive file given, may take: bytes, or e.g. 4G, 1500M [4G]",
     )
     build.add_argument(
         "--llvm-archive-timeout",

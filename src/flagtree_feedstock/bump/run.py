@@ -24,7 +24,7 @@ from pathlib import Path
 
 from flagtree_feedstock._digest import stream_digest
 from flagtree_feedstock._engine import require
-from flagtree_feedstock._own_files import LLVM_SOURCE, RECIPE, VARIANT, open_own
+from flagtree_feedstock._own_files import LLVM_SOURCE, open_own
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import (
     FilesNotWritten,
@@ -32,7 +32,7 @@ from flagtree_feedstock.recipe.pins import (
     change_pins,
     read_epoch,
     read_pins,
-    read_text,
+    read_recipe,
     write_atomically,
 )
 from flagtree_feedstock.recipe.variants import near_miss
@@ -262,7 +262,7 @@ def bump(request: BumpRequest) -> BumpReport:
     """Compute the new pins, check them against the feedstock, and write them unless dry or failed."""
     _check_llvm_options(request)
     variant_file = request.recipe_dir / VARIANT_FILE
-    pins = read_pins(variant_file)
+    pins, variant_text = read_pins(variant_file)
     flagtree = GitTree.open(request.flagtree_src, request.to, option="--flagtree-src")
     cpu = (
         GitTree.open(request.flagtree_cpu_src, "HEAD", option="--flagtree-cpu-src")
@@ -294,7 +294,7 @@ def bump(request: BumpRequest) -> BumpReport:
     recipes = [request.recipe_dir / name for name in RECIPES]
     epoch = PinChange(
         key=EPOCH,
-        old=read_epoch(read_text(recipes[0], RECIPE), name=str(recipes[0])),
+        old=read_epoch(read_recipe(recipes[0]), name=str(recipes[0])),
         new=str(flagtree.committer_time()),
         source="committer date of flagtree_commit",
     )
@@ -332,7 +332,7 @@ def bump(request: BumpRequest) -> BumpReport:
         return report
     files = {
         variant_file: change_pins(
-            read_text(variant_file, VARIANT),
+            variant_text,
             {pin.key: pin.new for pin in report.changed if pin.key != EPOCH},
             name=str(variant_file),
         ),
@@ -340,7 +340,7 @@ def bump(request: BumpRequest) -> BumpReport:
     }
     if epoch.old != epoch.new:
         files.update(
-            {path: change_epoch(read_text(path, RECIPE), int(epoch.new), name=str(path)) for path in recipes}
+            {path: change_epoch(read_recipe(path), int(epoch.new), name=str(path)) for path in recipes}
         )
     try:
         write_atomically(files)
