@@ -10,6 +10,7 @@ MemoryError, not in the machine's memory.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from _peak_memory import MEMORY_LIMIT_KIB, TIME_LIMIT_S, Measured, run_measured
@@ -17,8 +18,20 @@ from _toy import error_line
 from flagtree_feedstock._own_files import Kind
 from flagtree_feedstock.errors import ConfigurationError
 
+ROOT = Path(__file__).resolve().parents[1]
 FORMS = ("dev-zero", "fifo", "folder", "outside", "too-large")
 ADDRESS_SPACE = 2 << 30
+
+
+def feedstock_copy(tmp_path: Path) -> Path:
+    """What the commands read of this repository (the recipe folder, the patches, the path source, its licence
+    and conda-smithy's settings), in a copy a test may change or damage."""
+    copy = tmp_path / "feedstock"
+    for name in ("recipe", "patches", "flagtree-doctor"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("LICENSE", "conda-forge.yml"):
+        shutil.copy2(ROOT / name, copy / name)
+    return copy
 
 
 def damage(path: Path, form: str, kind: Kind, outside: Path) -> str:

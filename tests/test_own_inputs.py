@@ -20,22 +20,11 @@ import pytest
 import yaml
 
 from _bump_sources import Standins, copy_feedstock, make_standins
-from _hostile_inputs import FORMS, damage, refused, run_capped
+from _hostile_inputs import FORMS, damage, feedstock_copy, refused, run_capped
 from _peak_memory import Measured
 from _stub_channel import write_package
 from _toy import RECIPES, build_args, make_empty_channel, native_args
 from flagtree_feedstock import _own_files
-from flagtree_feedstock._own_files import (
-    LLVM_ARCHIVE,
-    LLVM_SOURCE,
-    PATCH,
-    RECIPE,
-    RECIPE_FILE,
-    SCRIPT,
-    SETTINGS,
-    VARIANT,
-    Kind,
-)
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.errors import ConfigurationError
 
@@ -44,17 +33,9 @@ PATCH_0006 = "patches/flagtree/0006-Do-not-build-with-Werror.patch"
 CPU_PATCH = "patches/flagtree-cpu/0001-Check-the-CPU-before-runtime.py-loads-libTritonCPURu.patch"
 
 
-def _copy(tmp_path: Path) -> Path:
-    """What the commands read of this repository, in a copy the test may damage."""
-    copy = tmp_path / "feedstock"
-    for name in ("recipe", "patches", "flagtree-doctor"):
-        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("LICENSE", "conda-forge.yml"):
-        shutil.copy2(ROOT / name, copy / name)
-    return copy
-
-
-def _cases(inputs: list[tuple[str, Kind]], forms: tuple[str, ...] = FORMS) -> list[Any]:  # pytest.param's
+def _cases(
+    inputs: list[tuple[str, _own_files.Kind]], forms: tuple[str, ...] = FORMS
+) -> list[Any]:  # pytest.param's
     return [
         pytest.param(name, kind, form, id=f"{Path(name).name}-{form}")
         for name, kind in inputs
@@ -65,14 +46,14 @@ def _cases(inputs: list[tuple[str, Kind]], forms: tuple[str, ...] = FORMS) -> li
 # ---- staged-recipes: every file it copies into the pull request -------------------------------------------------
 
 STAGED = [
-    ("recipe/recipe.yaml", RECIPE),
-    ("recipe/build-llvm.sh", SCRIPT),
-    ("recipe/cmake_options.sh", SCRIPT),  # read through ${RECIPE_DIR} by build-flagtree.sh
-    (PATCH_0006, PATCH),
-    ("recipe/conda_build_config.yaml", VARIANT),
-    ("conda-forge.yml", SETTINGS),
-    ("recipe/test_rms_norm.py", RECIPE_FILE),
-    ("LICENSE", RECIPE_FILE),  # a file of the path source the licence list names
+    ("recipe/recipe.yaml", _own_files.RECIPE),
+    ("recipe/build-llvm.sh", _own_files.SCRIPT),
+    ("recipe/cmake_options.sh", _own_files.SCRIPT),  # read through ${RECIPE_DIR} by build-flagtree.sh
+    (PATCH_0006, _own_files.PATCH),
+    ("recipe/conda_build_config.yaml", _own_files.VARIANT),
+    ("conda-forge.yml", _own_files.SETTINGS),
+    ("recipe/test_rms_norm.py", _own_files.RECIPE_FILE),
+    ("LICENSE", _own_files.RECIPE_FILE),  # a file of the path source the licence list names
 ]
 
 
@@ -81,9 +62,9 @@ STAGED = [
     ("name", "kind", "form"), [case for case in _cases(STAGED) if case.id != "LICENSE-folder"]
 )
 def test_staged_recipes_refuses_each_input_made_hostile(
-    name: str, kind: Kind, form: str, tmp_path: Path
+    name: str, kind: _own_files.Kind, form: str, tmp_path: Path
 ) -> None:
-    copy = _copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     words = damage(copy / name, form, kind, tmp_path / "outside")
     out = tmp_path / "out"
     done = run_capped(
@@ -99,9 +80,9 @@ def test_the_five_refusals_of_the_recipe_in_full(tmp_path: Path) -> None:
     """Each rule's line as the user reads it: what the file is, and what to do."""
     lines, expected = {}, {}
     for form in FORMS:
-        copy = _copy(tmp_path / form)
+        copy = feedstock_copy(tmp_path / form)
         recipe = copy / "recipe" / "recipe.yaml"
-        damage(recipe, form, RECIPE, tmp_path / form / "outside")
+        damage(recipe, form, _own_files.RECIPE, tmp_path / form / "outside")
         done = run_capped(
             ["flagtree-feedstock", "staged-recipes", "--maintainer", "alice", "--output", str(tmp_path / "out"),
              "--recipe-dir", str(copy / "recipe")],
@@ -123,8 +104,10 @@ def test_the_five_refusals_of_the_recipe_in_full(tmp_path: Path) -> None:
 
 
 def test_a_fifo_in_the_path_source_is_refused_not_left_out(tmp_path: Path) -> None:
-    copy = _copy(tmp_path)
-    words = damage(copy / "flagtree-doctor" / "pyproject.toml", "fifo", RECIPE_FILE, tmp_path / "outside")
+    copy = feedstock_copy(tmp_path)
+    words = damage(
+        copy / "flagtree-doctor" / "pyproject.toml", "fifo", _own_files.RECIPE_FILE, tmp_path / "outside"
+    )
     done = run_capped(
         ["flagtree-feedstock", "staged-recipes", "--maintainer", "alice", "--output", str(tmp_path / "out"),
          "--recipe-dir", str(copy / "recipe")],
@@ -136,11 +119,11 @@ def test_a_fifo_in_the_path_source_is_refused_not_left_out(tmp_path: Path) -> No
 # ---- build --render-only: the recipe, the variant files, and what the engine reads itself ----------------------
 
 RENDERED = [
-    ("recipe/recipe.yaml", RECIPE),
-    ("recipe/meta.yaml", RECIPE),
-    ("recipe/build-flagtree.sh", SCRIPT),
-    (CPU_PATCH, PATCH),
-    ("recipe/conda_build_config.yaml", VARIANT),
+    ("recipe/recipe.yaml", _own_files.RECIPE),
+    ("recipe/meta.yaml", _own_files.RECIPE),
+    ("recipe/build-flagtree.sh", _own_files.SCRIPT),
+    (CPU_PATCH, _own_files.PATCH),
+    ("recipe/conda_build_config.yaml", _own_files.VARIANT),
 ]
 
 
@@ -154,9 +137,9 @@ def _render_only(recipe_dir: Path, tmp_path: Path, *extra: str) -> Measured:
 
 @pytest.mark.parametrize(("name", "kind", "form"), _cases(RENDERED))
 def test_render_only_refuses_each_input_made_hostile(
-    name: str, kind: Kind, form: str, tmp_path: Path
+    name: str, kind: _own_files.Kind, form: str, tmp_path: Path
 ) -> None:
-    copy = _copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     words = damage(copy / name, form, kind, tmp_path / "outside")
     refused(_render_only(copy / "recipe", tmp_path), copy / name, words)
     assert not (tmp_path / "out").exists()
@@ -164,7 +147,7 @@ def test_render_only_refuses_each_input_made_hostile(
 
 def test_a_file_the_engine_copies_but_the_recipe_never_names(tmp_path: Path) -> None:
     """The engine copies the whole recipe folder into each package and fails on a FIFO there, named or not."""
-    copy = _copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     os.mkfifo(copy / "recipe" / "stray")
     line = refused(_render_only(copy / "recipe", tmp_path), copy / "recipe" / "stray", "a pipe (FIFO)")
     assert line == (
@@ -193,19 +176,19 @@ def test_a_link_inside_the_recipe_folder_is_refused_before_the_engine_builds(tmp
     assert not list(tmp_path.glob(".channel-staging-*"))
 
 
-USER_NAMED = [("-m", VARIANT), ("-e", VARIANT)]
+USER_NAMED = [("-m", _own_files.VARIANT), ("-e", _own_files.VARIANT)]
 
 
 @pytest.mark.parametrize(
     ("option", "kind", "form"), _cases(USER_NAMED, ("dev-zero", "fifo", "folder", "too-large"))
 )
 def test_a_variant_file_the_user_names_is_refused_by_what_it_is(
-    option: str, kind: Kind, form: str, tmp_path: Path
+    option: str, kind: _own_files.Kind, form: str, tmp_path: Path
 ) -> None:
     given = tmp_path / "given.yaml"
     shutil.copy(ROOT / "conda_build_config.yaml", given)
     words = damage(given, form, kind, tmp_path / "outside")
-    copy = _copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     line = refused(_render_only(copy / "recipe", tmp_path, option, str(given)), given, words)
     if form == "dev-zero":  # no repository to leave: a device, and the link that leads to it
         assert f"variant file {given} is a character device, not a file: it is a link to /dev/zero" in line
@@ -218,7 +201,7 @@ def test_a_variant_file_the_user_names_may_lead_out_of_the_repository(tmp_path: 
     elsewhere.write_text('python:\n  - "3.12"\n')
     given = tmp_path / "given.yaml"
     given.symlink_to(elsewhere)
-    copy = _copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     done = _render_only(copy / "recipe", tmp_path, "-m", str(given), "--json")
     assert done.returncode == 0, done.stderr
     pythons = {output["python"] for output in yaml.safe_load(done.stdout)["outputs"] if output["python"]}
@@ -235,12 +218,12 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
 
 
 BUMPED = [
-    ("recipe/conda_build_config.yaml", VARIANT, FORMS),
-    ("recipe/llvm_distribution.py", RECIPE_FILE, FORMS),
-    ("recipe/recipe.yaml", RECIPE, ("fifo", "outside")),
+    ("recipe/conda_build_config.yaml", _own_files.VARIANT, FORMS),
+    ("recipe/llvm_distribution.py", _own_files.RECIPE_FILE, FORMS),
+    ("recipe/recipe.yaml", _own_files.RECIPE, ("fifo", "outside")),
     (
         "patches/flagtree/0001-Make-the-backend-symlinks-that-setup.py-creates-rela.patch",
-        PATCH,
+        _own_files.PATCH,
         ("fifo", "outside"),
     ),
 ]
@@ -251,7 +234,7 @@ BUMPED = [
     [pytest.param(n, k, f, id=f"{Path(n).name}-{f}") for n, k, forms in BUMPED for f in forms],
 )
 def test_bump_refuses_each_input_made_hostile(
-    name: str, kind: Kind, form: str, standins: Standins, tmp_path: Path
+    name: str, kind: _own_files.Kind, form: str, standins: Standins, tmp_path: Path
 ) -> None:
     feedstock = copy_feedstock(tmp_path / "feedstock", standins.pin)
     before = {p: p.read_bytes() for p in feedstock.rglob("*") if p.is_file() and p != feedstock / name}
@@ -271,7 +254,7 @@ def test_bump_reads_the_llvm_source_archive_within_its_bound(standins: Standins,
     feedstock = copy_feedstock(tmp_path / "feedstock", standins.pin)
     archive = tmp_path / "llvm.tar.gz"
     archive.write_bytes(b"")
-    damage(archive, "too-large", LLVM_SOURCE, tmp_path / "outside")
+    damage(archive, "too-large", _own_files.LLVM_SOURCE, tmp_path / "outside")
     done = run_capped(
         ["flagtree-feedstock", "bump", "--recipe-dir", str(feedstock / "recipe"), "--flagtree-src",
          str(standins.flagtree), "--to", "llvm", "--llvm-archive", str(archive)],
@@ -289,9 +272,9 @@ def test_the_llvm_archive_the_user_names_is_refused_by_what_it_is(form: str, tmp
     archive = tmp_path / "llvm-86b69c31-ubuntu-arm64.tar.gz"
     archive.write_bytes(b"")
     # --llvm-archive-max-size bounds the file as it bounds a download: 1 MiB here.
-    small = Kind(name=LLVM_ARCHIVE.name, limit=1 << 20, missing="", large="")
+    small = _own_files.Kind(name=_own_files.LLVM_ARCHIVE.name, limit=1 << 20, missing="", large="")
     words = damage(archive, form, small, tmp_path / "outside")
-    copy = _copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     done = _render_only(
         copy / "recipe", tmp_path, "--llvm-archive", str(archive), "--llvm-archive-max-size", "1M"
     )
@@ -370,12 +353,12 @@ def test_a_link_that_changes_after_its_check_is_judged_by_what_was_opened(
     with pytest.raises(
         ConfigurationError, match=f"is a link to {tmp_path / 'secret'}, outside this repository"
     ):
-        _own_files.read_own(link, RECIPE, inside=repository)
+        _own_files.read_own(link, _own_files.RECIPE, inside=repository)
 
 
 def test_a_file_whose_size_the_kernel_does_not_say_is_read_to_the_bound_only() -> None:
     """Files of /proc are regular and of size 0: the bound holds on what is read, not only on what fstat says."""
-    small = Kind(name="status file", limit=64, missing="", large="a status is short")
+    small = _own_files.Kind(name="status file", limit=64, missing="", large="a status is short")
     assert Path("/proc/self/status").stat().st_size == 0
     with pytest.raises(ConfigurationError, match="status file /proc/self/status is larger than 64 bytes"):
         _own_files.read_own(Path("/proc/self/status"), small)
