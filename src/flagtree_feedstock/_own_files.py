@@ -2,8 +2,9 @@
 
 The recipe (``recipe.yaml``, ``meta.yaml``), its build scripts, patches and helpers, the variant files (the
 recipe folder's own, the root one, each ``-e`` and ``-m`` file), the pins file ``bump`` rewrites, the
-attestations ``upload`` sends, ``RATTLER_AUTH_FILE``: each is read here, and nowhere else, by :func:`read_own`.
-Before reading a byte it refuses:
+attestations ``upload`` sends, ``RATTLER_AUTH_FILE``: each is read here, and nowhere else, by :func:`read_own`
+(or opened by :func:`open_own`, for an ``--llvm-archive`` hashed and unpacked as a stream). Before reading a
+byte it refuses:
 
 - what is not a regular file: a folder, a FIFO (an ``open`` that would wait for a writer forever: it is opened
   with ``O_NONBLOCK``), a device (``/dev/zero`` reads without end), a socket;
@@ -13,7 +14,8 @@ Before reading a byte it refuses:
   followed. A file the user names on the command line (``-m``, ``-e``, ``RATTLER_AUTH_FILE``) has no such
   folder: the user chose it, and its links are followed wherever they lead, as ``cat`` follows them; it must
   still be a regular file within its bound;
-- a file larger than its kind's bound (:class:`Kind`): at most bound + 1 bytes are ever read.
+- a file larger than its kind's bound (:class:`Kind`): its size on the open descriptor is checked first, and at
+  most bound + 1 bytes are ever read (a file of ``/proc`` says it has none; a file may grow).
 
 It is race-free: the file is opened once, its kind and its place are read from the open descriptor (``fstat``,
 and the path the kernel opened, ``/proc/self/fd``), and the bytes come from that descriptor; nothing is
