@@ -30,6 +30,7 @@ HELPERS = frozenset(
         "_progress",
         "_subprocess",
         "_urls",
+        "_url_parsing",
         "_tar_stream",
     }
 )

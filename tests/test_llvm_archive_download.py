@@ -188,6 +188,27 @@ def test_a_redirect_within_the_server_is_followed(serve: Serve, env: dict[str, s
     assert _download(f"{serve('127.0.0.1')}/moved", env).read_bytes() == ARCHIVE
 
 
+@pytest.mark.parametrize("spelling", ["2130706433", "0x7f.1", "127.0.0.%31"])
+def test_a_url_spelt_otherwise_is_downloaded_from_the_host_the_standard_reads(
+    spelling: str, serve: Serve, env: dict[str, str]
+) -> None:
+    """Read as rattler and browsers read it (issue 41): ``0x7f.1`` is this machine's 127.0.0.1."""
+    url = serve("127.0.0.1").replace("127.0.0.1", spelling)
+    assert _download(f"{url}/archive.tar.gz", env).read_bytes() == ARCHIVE
+
+
+def test_a_url_read_as_two_hosts_is_refused_before_a_request(serve: Serve, env: dict[str, str]) -> None:
+    """``\\@``: 127.0.0.1 to the WHATWG standard, 127.0.0.2 to Python: refused in one line, nothing kept."""
+    url, other = serve("127.0.0.1"), serve("127.0.0.2")
+    with pytest.raises(ConfigurationError) as raised:
+        _download(f"{url}\\@{other.removeprefix('http://')}/archive.tar.gz", env)
+    assert raised.value.message == (
+        "--llvm-archive 'http://…' names one server to Python's URL parser and another to rattler's (WHATWG): "
+        "they read its host or port differently"
+    )
+    assert _left(env) == []
+
+
 @pytest.mark.parametrize(
     ("route", "reason"),
     [

@@ -107,7 +107,7 @@ def from_options(
     limit = parse_size(max_size) if max_size else DEFAULT_MAX_SIZE
     seconds = parse_timeout(timeout) if timeout else DEFAULT_TIMEOUT
     cache = cache_dir(env)
-    if value.startswith(_URL_SCHEMES):
+    if value.lower().startswith(_URL_SCHEMES):
         if expected is None:
             raise ConfigurationError(
                 f"--llvm-archive {shown_url(value)} is a URL without a sha256",
