@@ -668,7 +668,7 @@ def _regenerate_series(read, tmp_path: Path) -> list[tuple[Path, list[str]]]:
         shutil.copytree(work, before)
         subprocess.run(["patch", "-p1", "-F0", "--batch", "-s", "-i", str(patch)], cwd=work, check=True)
         shutil.copytree(work, after)
-        text = regenerate(patch, before, after, diff, tmp_path / f"git-{number}")
+        text = regenerate(patch, patch.read_text(), before, after, diff, tmp_path / f"git-{number}")
         regenerated.append((patch, text.splitlines()))
     return regenerated
 

@@ -24,6 +24,7 @@ HELPERS = frozenset(
         "_http",
         "_interrupts",
         "_locks",
+        "_own_files",
         "_paths",
         "_processes",
         "_progress",

@@ -49,6 +49,7 @@ from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._http import Credential, HttpError, Origin
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._own_files import AUTH, read_own
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock._url_parsing import DEFAULT_PORTS, Url, UrlRefused, parse_url
 from flagtree_feedstock._urls import shown_url
@@ -59,7 +60,6 @@ AUTH_FILE = "auth.json"
 # The start of the name of ``channel install``'s credentials' folder, in the temporary folder.
 _INSTALL_AUTH = "flagtree-feedstock-auth"
 LOGGER = logging.getLogger(__name__)
-_MAX_AUTH_FILE = 1 << 20  # a user's own authentication file: a few entries
 # What rattler takes for a URL rather than a channel name or a path (rattler_conda_types' parse_scheme): a
 # letter, then at most ten letters or digits, then ``://``.
 _URL_SCHEME = re.compile(r"[^\W\d_][^\W_]{0,10}://")
@@ -254,10 +254,11 @@ def _own_entries(env: Mapping[str, str]) -> dict[str, object]:
     own = env.get(AUTH_VARIABLE)
     if not own:
         return {}
+    # The user's file (named by the variable): no FIFO, no device, at most 1 MiB (_own_files.AUTH).
+    data = read_own(Path(own), AUTH).data
     try:
-        with Path(own).open("rb") as file:
-            document = parse_json(file.read(_MAX_AUTH_FILE + 1), limit=_MAX_AUTH_FILE)
-    except (OSError, ValueError) as exc:
+        document = parse_json(data, limit=AUTH.limit)
+    except ValueError as exc:
         raise ConfigurationError(
             f"{AUTH_VARIABLE} {own} cannot be read: {exc}",
             fix=f"fix or unset {AUTH_VARIABLE} (a channel's credentials are added to it for the build)",
