@@ -5,7 +5,9 @@ clones is written in the workflow: each ``git`` source of recipe/recipe.yaml who
 ``<name>_commit`` is fetched from where the recipe fetches it (``${{ github }}``: the recipe's default for
 ``github_url``, or ``--github-url``), at that key's value in recipe/conda_build_config.yaml, into
 ``DEST/<name>``, and named by ``<NAME>_SRC`` (flagtree_commit: FLAGTREE_SRC, the variable tests/_tools.py
-reads). Only that commit is fetched (``--depth 1``). A fetch that fails, or a checkout at another commit, is
+reads). Each is fetched whole, every branch and tag (the bump's checks on FlagTree's real history look for the
+branches that hold the pin and the commits after it; FlagTree's whole history is about 60 MB), and the pinned
+commit itself, whether or not a branch still holds it. A fetch that fails, or a checkout at another commit, is
 one line on stderr and exit 1.
 """
 
@@ -86,7 +88,8 @@ def fetch(source: Source, dest: Path, host: str) -> Path:
     if folder.exists():
         raise SourceError(f"{folder} exists already (remove it, or give another folder)")
     _git("init", "-q", str(folder))
-    _git("-C", str(folder), "fetch", "-q", "--depth", "1", url, source.commit)
+    _git("-C", str(folder), "fetch", "-q", "--tags", url, "+refs/heads/*:refs/remotes/origin/*")
+    _git("-C", str(folder), "fetch", "-q", url, source.commit)
     _git("-C", str(folder), "checkout", "-q", "--detach", "FETCH_HEAD")
     head = _git("-C", str(folder), "rev-parse", "HEAD")
     if head != source.commit:

@@ -19,13 +19,16 @@ RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..
 ``Location``), ``delay`` (seconds to wait before answering: a server that never answers), ``raw`` (bytes
 sent instead of an HTTP answer, then the connection is closed: a bad status line, a short read) or ``reset``
 (the connection is reset instead of answered); in ``headers`` and ``raw``, ``{authorization}`` stands for the
-request's Authorization header (a server that echoes the token). ``file`` sends that file's bytes as the body (a channel's
+request's Authorization header (a server that echoes the token), and in ``headers`` ``{port}`` for the server's own
+port (a redirect to another spelling of itself). ``file`` sends that file's bytes as the body (a channel's
 repodata and packages). ``raw_latin1`` is ``raw`` sent as Latin-1
 (a header byte that is not ASCII, ``Content-Length: \xb2``); ``trickle`` sends the answer's body one byte every
 that many seconds (a server that keeps a slow read alive); ``interim`` sends ``100 Continue`` again and again
 for that many seconds, and never a final answer. Each of these stops by itself (the body is short, the
 interim answers end), so no test's server runs on once the client gave up. ``--host`` binds another loopback address
-(127.0.0.2 is another origin than 127.0.0.1), ``--tls CERT KEY`` serves https. Without a matching rule:
+(127.0.0.2 is another origin than 127.0.0.1; ``::1``), ``--tls CERT KEY`` serves https. A request in absolute form
+(``GET http://host:port/path``, as a client sends it to a proxy) is recorded and matched with that whole target as its
+path: the recorder then stands in for an http proxy, and shows which host a client asked for, with which headers. Without a matching rule:
 
 - prefix.dev: ``POST /api/v1/upload/CHANNEL`` keeps the file's name and sha256 (its part's ``X-File-Name`` and
   ``X-File-SHA256``) and answers 200, or 409 for a name it holds; ``GET /CHANNEL/SUBDIR/repodata.json`` lists
@@ -169,7 +172,8 @@ class Recorder(BaseHTTPRequestHandler):
         )
         self.send_response(int(rule["status"]))
         for name, value in rule.get("headers", {}).items():
-            self.send_header(name, value.replace("{authorization}", authorization))
+            port = str(self.server.server_address[1])
+            self.send_header(name, value.replace("{authorization}", authorization).replace("{port}", port))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -200,6 +204,8 @@ def main() -> None:
     args = parser.parse_args()
     Recorder.log_path = args.log
     Recorder.rules = json.loads(args.rules)
+    if ":" in args.host:  # an IPv6 address (::1)
+        ThreadingHTTPServer.address_family = socket.AF_INET6
     server = ThreadingHTTPServer((args.host, 0), Recorder)
     if args.tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -11,6 +11,7 @@ can be given through ``env`` too). ``VmHWM`` starts afresh at ``exec``, so nothi
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -47,13 +48,22 @@ def console_script(name: str) -> str:
     return str(path)
 
 
-def run_measured(argv: list[str], scratch: Path, env: dict[str, str] | None = None) -> Measured:
+def run_measured(
+    argv: list[str],
+    scratch: Path,
+    env: dict[str, str] | None = None,
+    *,
+    whole_env: bool = False,
+    address_space: int | None = None,
+) -> Measured:
     """Run ``argv`` (``argv[0]`` a console script name) as a child in the repository (its ``recipe/``
-    found), its scratch files in ``scratch``, ``env`` added to the environment; what it did and cost."""
+    found), its scratch files in ``scratch``, ``env`` added to the environment (``whole_env``: ``env`` is the
+    whole environment); what it did and cost. ``address_space``: the child's RLIMIT_AS, so that a read without
+    a bound ends in its MemoryError, not in the machine's memory."""
     scratch.mkdir(parents=True, exist_ok=True)
     peak_file = scratch / "peak-kib"
     peak_file.unlink(missing_ok=True)
-    base = {**os.environ, **(env or {})}
+    base = dict(env or {}) if whole_env else {**os.environ, **(env or {})}
     child_env = {
         **base,
         # The hook first; the rest of PYTHONPATH kept (the mutation runner's copy comes first on it).
@@ -71,6 +81,10 @@ def run_measured(argv: list[str], scratch: Path, env: dict[str, str] | None = No
         text=True,
         timeout=seconds(120),  # twice the limit: a command that hangs is stopped, and fails its bound
         check=False,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=None
+        if address_space is None
+        else lambda: resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space)),
     )
     took = time.monotonic() - start
     peak = int(peak_file.read_text()) if peak_file.is_file() else -1

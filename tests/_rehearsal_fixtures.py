@@ -51,11 +51,13 @@ def stub_channel(tmp_path_factory: pytest.TempPathFactory, offline_session: None
 @pytest.fixture(scope="session")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> Sources:
     flagtree_src = os.environ.get("FLAGTREE_SRC")
+    flagtree_cpu_src = os.environ.get("FLAGTREE_CPU_SRC")
     llvm_commit = str(variant_value(ROOT, "llvm_commit"))
     return make_sources(
         tmp_path_factory.mktemp("github"),
         llvm_commit=llvm_commit,
         flagtree_src=Path(flagtree_src) if flagtree_src else None,
+        flagtree_cpu_src=Path(flagtree_cpu_src) if flagtree_cpu_src else None,
     )
 
 

@@ -10,8 +10,9 @@ files, upstream's real ``link_flagtree_cpu.sh`` and ``setup.py`` run); without i
 the patches' own pre-images (every context and ``-`` line of every hunk at its line, the other lines
 blank), so the real patch series applies through the engine, plus what the build needs around it:
 tests/rehearsal/link_flagtree_cpu.sh and tests/rehearsal/setup_standin.py. flagtree-cpu, sleef and LLVM are
-always stand-ins: the files the build script, the link script and ``license_file`` name (those the
-flagtree-cpu patches touch synthesized from their pre-images, as FlagTree's are), nothing else.
+stand-ins: the files the build script, the link script and ``license_file`` name, nothing else; those the
+flagtree-cpu patches touch are synthesized from their pre-images, as FlagTree's are, or with
+``FLAGTREE_CPU_SRC`` set are that checkout's own (and so are the link script's file targets it holds).
 No upstream file is stored in this repository.
 """
 
@@ -212,25 +213,41 @@ def synthesize_flagtree(tree: Path) -> None:
     )
 
 
-def flagtree_cpu_tree(tree: Path) -> None:
+def flagtree_cpu_tree(tree: Path, real: Path | None = None) -> None:
     """A flagtree-cpu stand-in: the files its patches touch, synthesized from their pre-images (so the engine
-    applies patches/flagtree-cpu for real), and a line of text for every other path the link script names."""
+    applies patches/flagtree-cpu for real), and a line of text for every other path the link script names.
+
+    With ``real`` (a checkout of flagtree_cpu_commit, ``FLAGTREE_CPU_SRC``) the files the patches touch and the
+    link script's file targets are that checkout's own, so the package carries upstream's modules, patched."""
     pinned = preimages(sorted(FLAGTREE_CPU_PATCHES.glob("*.patch")))
     notice = "rehearsal stand-in, synthesized from patches/flagtree-cpu's pre-images (not upstream's file)"
     for path, lines in pinned.items():
+        if real is not None:
+            _copy_real(real, path, tree)
+            continue
         # Upstream's lines are kept inside a string (as in the FlagTree stand-in's setup.py), so the stand-in
         # module is valid Python wherever the build byte-compiles it.
-        _write(tree / path, render_preimage(lines, [f"# {notice}", "_UPSTREAM_PREIMAGE = r], ["]))
+        _write(tree / path, render_preimage(lines, [f"# {notice}", "_UPSTREAM_PREIMAGE = r'''"], ["'''"]))
     for target in FLAGTREE_CPU_LINK_TARGETS:
         if target in pinned:
             continue
         if target.endswith("/"):
             _write(tree / target / "README", "flagtree-cpu rehearsal stand-in\n")
+        elif real is not None and (real / target).is_file():
+            _copy_real(real, target, tree)
         elif target.endswith(".py"):
             _write(tree / target, '"""flagtree-cpu rehearsal stand-in."""\n')
         else:
             _write(tree / target, "# flagtree-cpu rehearsal stand-in\n")
     _write(tree / "LICENSE", "flagtree-cpu's LICENSE (MIT): rehearsal stand-in\n")
+
+
+def _copy_real(real: Path, path: str, tree: Path) -> None:
+    """``real``'s file at ``path`` into ``tree``, byte for byte."""
+    if not (real / path).is_file():
+        raise FileNotFoundError(f"FLAGTREE_CPU_SRC={real} has no {path}, which patches/flagtree-cpu changes")
+    (tree / path).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(real / path, tree / path)
 
 
 def sleef_tree(tree: Path) -> None:
@@ -254,7 +271,9 @@ def llvm_archive(archive: Path, commit: str, scratch: Path) -> str:
     return hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-def make_sources(root: Path, *, llvm_commit: str, flagtree_src: Path | None) -> Sources:
+def make_sources(
+    root: Path, *, llvm_commit: str, flagtree_src: Path | None, flagtree_cpu_src: Path | None
+) -> Sources:
     """Every stand-in source under ``root``; the variant keys (github_url, commits, llvm_sha256) to use them."""
     scratch = root / ".trees"
     if flagtree_src is None:
@@ -262,7 +281,7 @@ def make_sources(root: Path, *, llvm_commit: str, flagtree_src: Path | None) -> 
         flagtree_tree = scratch / "flagtree"
     else:
         flagtree_tree = flagtree_src
-    flagtree_cpu_tree(scratch / "flagtree-cpu")
+    flagtree_cpu_tree(scratch / "flagtree-cpu", flagtree_cpu_src)
     sleef_tree(scratch / "sleef")
     variants = {
         "github_url": root.as_uri(),

@@ -152,6 +152,11 @@ def with_file_mounted_on_itself(path: Path, argv: list[str]) -> list[str]:
     return [*prefix, "sh", "-euc", 'mount --bind "$1" "$1"; shift; exec "$@"', "sh", str(path), *argv]
 
 
+def sources_required() -> bool:
+    """Whether ``FLAGTREE_REQUIRE_SOURCES`` says a source-backed check may not skip (1, true or yes)."""
+    return os.environ.get("FLAGTREE_REQUIRE_SOURCES", "").strip().lower() in _TRUE
+
+
 def upstream_source(variable: str) -> Path:
     """The checkout ``variable`` (a key of SOURCES) names: a skip where it is unset, a failure where
     ``FLAGTREE_REQUIRE_SOURCES=1`` (the workflow, which clones them) or where it names no folder."""
@@ -160,7 +165,7 @@ def upstream_source(variable: str) -> Path:
     if not value:
         (pin,) = yaml.safe_load(_PINS.read_text())[pin_key]
         reason = f"{variable} is not set (a checkout of {what} at {pin_key} {pin})"
-        if os.environ.get("FLAGTREE_REQUIRE_SOURCES", "").strip().lower() in _TRUE:
+        if sources_required():
             pytest.fail(
                 f"FLAGTREE_REQUIRE_SOURCES=1, and {reason}: the workflow's tests job must clone it "
                 "(.ci/sources.py)",

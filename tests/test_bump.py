@@ -35,7 +35,7 @@ from _bump_sources import (
 )
 from _rehearsal_sources import preimages, render_preimage
 from _timing import seconds
-from _tools import upstream_source, with_file_mounted_on_itself
+from _tools import sources_required, upstream_source, with_file_mounted_on_itself
 from flagtree_feedstock.bump.patching import (
     DirectoryTree,
     apply_series,
@@ -583,11 +583,13 @@ def _flagtree_history() -> Path:
     ).returncode:
         pytest.fail(f"FLAGTREE_SRC={value} is not a git clone")
     if _rev(path, "rev-parse", "--is-shallow-repository") == "true":
-        # .ci/sources.py (the workflow's tests job) fetches the pinned commit alone.
-        pytest.skip(
+        reason = (
             f"FLAGTREE_SRC={value} is a shallow clone: these tests need the history of triton_v3.3.x and its "
-            "tags (clone FlagTree whole to run them)"
+            "tags (clone FlagTree whole to run them: .ci/sources.py does)"
         )
+        if sources_required():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
     return path
 
 
@@ -671,7 +673,7 @@ def _regenerate_series(read, tmp_path: Path) -> list[tuple[Path, list[str]]]:
         shutil.copytree(work, before)
         subprocess.run(["patch", "-p1", "-F0", "--batch", "-s", "-i", str(patch)], cwd=work, check=True)
         shutil.copytree(work, after)
-        text = regenerate(patch, before, after, diff, tmp_path / f"git-{number}")
+        text = regenerate(patch, patch.read_text(), before, after, diff, tmp_path / f"git-{number}")
         regenerated.append((patch, text.splitlines()))
     return regenerated
 

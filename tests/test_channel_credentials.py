@@ -4,8 +4,13 @@ that every ending removes (channel/credentials.py, issues 34 and 37).
 Through the console script, against loopback channel servers (tests/_http_recorder.py, each its own process;
 one serves https with a certificate made here by openssl): ``build --channel`` and ``channel install -c``.
 Rattler keys its authentication file by host alone, so a channel on that host at another origin is refused; so
-is a URL that Python and rattler read as two hosts (``\\@``). ``channel install`` leaves no secret in rattler's
-cache nor in the prefix, and a SIGKILLed build's authentication file is removed by the next build.
+is a URL that Python and rattler read as two hosts (``\\@``). The host is the one rattler reads (issue 41): each
+spelling of 127.0.0.1 (``2130706433``, ``0177.0.0.1``, ``0x7f.0.0.1``, ``127.1``, ``127.0.0.%31``, ``127.0.0.1.``)
+and of ``[::1]`` is that host, and so are a unicode name and its punycode, upper and lower case, ``:80`` written or
+not; ``host.`` is another host. Which Authorization header rattler sends for each is watched, not assumed: on a
+loopback server, or on the recorder standing in for an http proxy (for names, which do not resolve here).
+``channel install`` leaves no secret in rattler's cache nor in the prefix, and a SIGKILLed build's authentication
+file is removed by the next build.
 """
 
 from __future__ import annotations
@@ -95,7 +100,8 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
         started.append(process)
         assert process.stdout is not None
         port = int(process.stdout.readline())
-        return f"{'https' if tls else 'http'}://{host}:{port}", lambda: [
+        bracketed = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL holds it
+        return f"{'https' if tls else 'http'}://{bracketed}:{port}", lambda: [
             json.loads(line) for line in log.read_text().splitlines()
         ]
 
@@ -198,16 +204,23 @@ def channels(tmp_path: Path) -> tuple[Path, Path]:
 # ---- channel install: the secrets reach the server, and no file -------------------------------------------
 
 
-@pytest.mark.parametrize("form", ["password", "token"])
+# The channel's path for each form of its token: as anaconda.org gives it, and as a WHATWG reader (rattler, and
+# a server) reads it to the same thing: after its dot segments, and with its ``t`` percent-encoded.
+TOKEN_PATHS = {
+    "token": f"/t/{TOKEN}/chan",
+    "token-after-dot-segments": f"/x/../t/{TOKEN}/chan",
+    "token-encoded-t": f"/%74/{TOKEN}/chan",
+}
+
+
+@pytest.mark.parametrize("form", ["password", *TOKEN_PATHS])
 def test_channel_install_leaves_no_secret_in_rattler_s_cache_nor_in_any_file_it_writes(
     form: str, tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
 ) -> None:
     local, remote = channels
-    base = f"/t/{TOKEN}/chan" if form == "token" else "/chan"
+    base = f"/t/{TOKEN}/chan" if form != "password" else "/chan"
     url, requests = start_server(_channel_rules(base, remote))
-    channel = (
-        f"{url}/t/{TOKEN}/chan" if form == "token" else url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
-    )
+    channel = f"{url}{TOKEN_PATHS[form]}" if form != "password" else _with_password(url) + "/chan"
     prefix = tmp_path / "prefix"
     done = _run([*_install_args(local, prefix, channel)], _environment(tmp_path))
 
@@ -217,7 +230,7 @@ def test_channel_install_leaves_no_secret_in_rattler_s_cache_nor_in_any_file_it_
     )  # installed from the server
     asked = requests()
     assert any(r["path"].endswith("remote-lib-1.0-h0_0.tar.bz2") for r in asked), asked
-    if form == "token":
+    if form != "password":
         assert all(r["path"].startswith(f"/t/{TOKEN}/chan/") for r in asked), asked
     else:
         basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -254,11 +267,8 @@ def test_a_password_for_an_https_channel_is_not_sent_to_plain_http_on_another_po
 
     assert not _sent_secret(plain_requests()), plain_requests()  # the clear-text channel never sees it
     assert done.returncode == 2, done.stderr
-    assert error_line(done.stderr) == (
-        f"flagtree-feedstock: error: channel {plain}/chan is on the host of channel {secure.replace('://', '://…@')}"
-        f"/chan at another origin ({plain}, not {secure}), and rattler keys credentials by host alone: it would be "
-        f"sent that channel's credentials in clear text (fix: give the credentials with this channel's URL too if "
-        f"{plain} should have them, else serve both channels from one origin or leave one out)"
+    assert error_line(done.stderr) == _another_origin(
+        f"{plain}/chan", f"{_shown(secure)}/chan", plain, secure
     )
     assert secure_requests() == plain_requests() == []  # refused before anything is fetched
     assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
@@ -306,9 +316,10 @@ def test_a_url_that_names_two_hosts_is_refused_in_one_line(
     assert (first_requests(), second_requests()) == ([], [])
     assert done.returncode == 2, done.stderr
     assert error_line(done.stderr) == (
-        "flagtree-feedstock: error: channel http://… has a backslash before its path, which rattler reads as the "
-        "end of its host and Python does not: it names two hosts at once (fix: write the URL without it (a "
-        "backslash in a user name or password is %5C))"
+        "flagtree-feedstock: error: channel http://… names one server to Python's URL parser and another to "
+        "rattler's (WHATWG): they read its host or port differently (fix: write the host right after the scheme's "
+        "two slashes, with no backslash before the path, and a backslash or slash in a user name or password as "
+        "%5C or %2F)"
     )
     assert not [form for form in FORMS if form in done.stdout + done.stderr]
 
@@ -398,3 +409,322 @@ def test_a_sigkilled_channel_install_s_credentials_file_is_removed_by_the_next_o
     assert again.returncode == 0, again.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
     assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+# ---- another spelling of the host is the same host (issue 41) ----------------------------------------------
+
+# Spellings of 127.0.0.1 that rattler reads as 127.0.0.1 (the WHATWG standard's IPv4 parser) and Python did not.
+LOOPBACK_SPELLINGS = {
+    "decimal": "2130706433",
+    "octal": "0177.0.0.1",
+    "hex": "0x7f.0.0.1",
+    "short": "127.1",
+    "percent": "127.0.0.%31",
+    "trailing-dot": "127.0.0.1.",
+}
+BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+def _with_password(url: str) -> str:
+    return url.replace("://", f"://{USER}:{QUOTED}@", 1)
+
+
+@pytest.mark.parametrize("command", ["build", "install"])
+@pytest.mark.parametrize("spelling", list(LOOPBACK_SPELLINGS.values()), ids=list(LOOPBACK_SPELLINGS))
+def test_a_password_is_not_sent_to_another_port_through_another_spelling_of_the_host(
+    command: str,
+    spelling: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
+) -> None:
+    """The issue's case: ``-c http://alice:PW@127.0.0.1:P1/c -c http://2130706433:P2/c`` sent the password to
+    P2, as rattler reads both hosts as 127.0.0.1."""
+    first, first_requests = start_server(_channel_rules("/chan"))
+    second, second_requests = start_server(_channel_rules("/chan"))
+    given = _with_password(first) + "/chan"
+    other = second.replace("127.0.0.1", spelling) + "/chan"
+    if command == "build":
+        argv = build_args("toy-host", tmp_path / "out", "--target-platform", "linux-64", "--no-test", "-c", given, "-c", other)  # fmt: skip
+    else:
+        argv = _install_args(channels[0], tmp_path / "prefix", given, other)
+    done = _run(argv, _environment(tmp_path))
+
+    assert (first_requests(), second_requests()) == ([], [])  # refused before anything is fetched
+    assert done.returncode == 2, done.stderr
+    assert error_line(done.stderr) == _another_origin(
+        f"{second}/chan", f"{_shown(first)}/chan", second, first
+    )
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+def _shown(url: str) -> str:
+    return url.replace("://", "://…@", 1)
+
+
+def _another_origin(channel: str, owner: str, origin: str, given_for: str) -> str:
+    """The one line refusing ``channel`` (at ``origin``) on the host of the channel ``owner`` (as shown), whose
+    credentials were given for ``given_for``, over plain http."""
+    return (
+        f"flagtree-feedstock: error: channel {channel} is on the host of channel {owner} at another origin "
+        f"({origin}, not {given_for}), and rattler keys credentials by host alone: it would be sent that "
+        f"channel's credentials in clear text (fix: give the credentials with this channel's URL too if "
+        f"{origin} should have them, else serve both channels from one origin or leave one out)"
+    )
+
+
+@pytest.mark.parametrize(
+    "spelling", ["2130706433", "0x7f.1", "127.0.0.%31", "[0:0::1]"], ids=["decimal", "hex", "percent", "ipv6"]
+)
+def test_a_channel_spelt_otherwise_gets_its_credentials_as_rattler_reads_its_host(
+    spelling: str, tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    """Rattler is handed the canonical URL, and the credentials are keyed by the canonical host: so they reach
+    the channel, each request of the solve and the checked copy's download (keyed by Python's host, as before,
+    rattler never found them; for ``[::1]`` it looks up the host with its brackets)."""
+    local, remote = channels
+    host = "::1" if spelling.startswith("[") else "127.0.0.1"
+    url, requests = start_server(_channel_rules("/chan", remote), host=host)
+    port = url.rsplit(":", 1)[1]
+    done = _run(
+        _install_args(local, tmp_path / "prefix", f"http://{USER}:{QUOTED}@{spelling}:{port}/chan"),
+        _environment(tmp_path, no_proxy="127.0.0.1,::1", NO_PROXY="127.0.0.1,::1"),
+    )
+
+    assert done.returncode == 0, done.stderr
+    asked = requests()
+    assert any(r["path"].endswith("remote-lib-1.0-h0_0.tar.bz2") for r in asked), asked
+    assert all(r["headers"].get("authorization") == BASIC for r in asked), asked
+    assert {r["headers"]["host"] for r in asked} == {url.removeprefix("http://")}  # the canonical host
+    assert _files_holding_secrets(tmp_path, skip=tmp_path / "server") == []
+
+
+def test_two_spellings_of_ipv6_loopback_are_one_host(
+    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    first, first_requests = start_server(_channel_rules("/chan"), host="::1")
+    second, second_requests = start_server(_channel_rules("/chan"), host="::1")
+    other = second.replace("[::1]", "[0:0:0:0:0:0:0:1]") + "/chan"
+    done = _run(_install_args(channels[0], tmp_path / "prefix", _with_password(first) + "/chan", other), _environment(tmp_path))  # fmt: skip
+
+    assert (first_requests(), second_requests()) == ([], [])
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"channel {second}/chan is on the host of channel {_shown(first)}/chan at another origin"
+        in done.stderr
+    )
+
+
+# ---- names, through the recorder as an http proxy: what rattler asks for, with which header ------------------
+
+
+def _through_proxy(tmp_path: Path, proxy: str) -> dict[str, str]:
+    """The console script's environment with every http request sent to ``proxy`` (no host bypasses it)."""
+    env = _environment(tmp_path, http_proxy=proxy, HTTP_PROXY=proxy)
+    for name in ("no_proxy", "NO_PROXY"):
+        env.pop(name)
+    return env
+
+
+@pytest.mark.parametrize(
+    ("given", "other", "origin"),
+    [
+        ("BÜCHER.Example:8", "http://xn--bcher-kva.example:8", "http://xn--bcher-kva.example:8"),
+        ("pkgs.example:80", "HTTP://PKGS.EXAMPLE", "http://pkgs.example"),
+    ],
+    ids=["unicode-and-punycode-in-any-case", "default-port-written-or-not"],
+)
+def test_a_name_written_otherwise_is_one_origin(
+    *,
+    given: str,
+    other: str,
+    origin: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
+) -> None:
+    """The channel given the password (a unicode name in upper case; ``:80`` written) and another written
+    otherwise (its punycode; in upper case, no port): one origin, both asked for as ``origin``, with the
+    password. Nothing resolves these names here: the recorder is the http proxy every request goes to; over
+    plain http to another machine the toolkit's own client would not send the password (a package to download
+    from there is refused), so only ``toy-app``, of the local channel, is installed: the solve still reads both
+    remote channels' indexes."""
+    local, remote = channels
+    proxy, requests = start_server(
+        [*_channel_rules(f"{origin}/chan", remote), *_channel_rules(f"{origin}/other")]
+    )
+    argv = _install_args(
+        local,
+        tmp_path / "prefix",
+        f"http://{USER}:{QUOTED}@{given}/chan",
+        f"{other}/other",
+        specs=("toy-app",),
+    )
+    done = _run(argv, _through_proxy(tmp_path, proxy))
+
+    assert done.returncode == 0, done.stderr
+    asked = requests()
+    assert {r["path"].split("/")[3] for r in asked} == {"chan", "other"}, asked
+    assert all(r["path"].startswith(f"{origin}/") for r in asked), asked
+    assert all(r["headers"].get("authorization") == BASIC for r in asked), asked
+
+
+@pytest.mark.parametrize(
+    ("given", "other", "shown"),
+    [
+        (
+            "http://…@bücher.example:8/chan",
+            "http://XN--BCHER-KVA.example:9/other",
+            (
+                "channel http://xn--bcher-kva.example:9/other is on the host of channel "
+                "http://…@xn--bcher-kva.example:8/chan at another origin (http://xn--bcher-kva.example:9, not "
+                "http://xn--bcher-kva.example:8)"
+            ),
+        ),
+        (
+            "https://…@pkgs.example:443/chan",
+            "http://pkgs.example:443/other",
+            (
+                "channel http://pkgs.example:443/other is on the host of channel https://…@pkgs.example/chan at "
+                "another origin (http://pkgs.example:443, not https://pkgs.example)"
+            ),
+        ),
+    ],
+    ids=["punycode-at-another-port", "http-at-https-s-port"],
+)
+def test_another_origin_of_a_name_is_refused_as_rattler_reads_it(
+    *,
+    given: str,
+    other: str,
+    shown: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
+) -> None:
+    proxy, requests = start_server([])
+    argv = _install_args(channels[0], tmp_path / "prefix", given.replace("…", f"{USER}:{QUOTED}"), other)
+    done = _run(argv, _through_proxy(tmp_path, proxy))
+    assert requests() == []
+    assert done.returncode == 2, done.stderr
+    assert error_line(done.stderr).startswith(f"flagtree-feedstock: error: {shown}")
+
+
+def test_a_name_with_a_trailing_dot_is_another_host_as_rattler_reads_it(
+    tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
+) -> None:
+    """``pkgs.example`` given the password, ``pkgs.example.`` none: two hosts to rattler's authentication lookup
+    (an exact match on the host), so the password goes to the first only, and the pair is not refused
+    (_url_parsing.py argues why ``host.`` is its own origin)."""
+    local, remote = channels
+    proxy, requests = start_server(
+        [
+            *_channel_rules("http://pkgs.example:8/chan", remote),
+            *_channel_rules("http://pkgs.example.:8/other"),
+        ]
+    )
+    given = f"http://{USER}:{QUOTED}@pkgs.example:8/chan"
+    done = _run(
+        _install_args(local, tmp_path / "prefix", given, "http://pkgs.example.:8/other", specs=("toy-app",)),
+        _through_proxy(tmp_path, proxy),
+    )
+
+    assert done.returncode == 0, done.stderr
+    asked = requests()
+    with_dot = [r for r in asked if r["path"].startswith("http://pkgs.example.:8/other/")]
+    without = [r for r in asked if r["path"].startswith("http://pkgs.example:8/chan/")]
+    assert with_dot and without and len(with_dot) + len(without) == len(asked), asked
+    assert all(r["headers"].get("authorization") == BASIC for r in without), without
+    assert not _sent_secret(with_dot), with_dot
+
+
+# ---- rattler's own lookup: the key it uses for each spelling is the host the toolkit reads ------------------
+
+
+def _rattler_asks(
+    channel: str, key: str, requests: Callable[[], list[dict[str, Any]]], tmp_path: Path
+) -> list[str | None]:
+    """py-rattler (no toolkit in between) given ``channel`` as written and an authentication file holding the
+    password under ``key``: the Authorization header of each request the server saw."""
+    import rattler  # noqa: PLC0415 - the engine, imported where it is the subject
+
+    folder = tmp_path / f"rattler-{len(list(tmp_path.glob('rattler-*')))}"
+    folder.mkdir()
+    auth = folder / "auth.json"
+    auth.write_text(json.dumps({key: {"BasicHTTP": {"username": USER, "password": PASSWORD}}}))
+    config = rattler.Config.from_toml(f"authentication-override-file = {json.dumps(str(auth))}")
+    gateway = rattler.Gateway(cache_dir=folder / "cache", client=rattler.Client.from_config(config))
+    before = len(requests())
+    asyncio.run(gateway.query([rattler.Channel(channel)], ["noarch"], ["remote-lib"]))
+    return [r["headers"].get("authorization") for r in requests()[before:]]
+
+
+@pytest.mark.parametrize(
+    ("host", "spelling", "ours", "python_s"),
+    [
+        ("127.0.0.1", "2130706433", "127.0.0.1", "2130706433"),
+        ("127.0.0.1", "0177.0.0.1", "127.0.0.1", "0177.0.0.1"),
+        ("127.0.0.1", "0x7f.0.0.1", "127.0.0.1", "0x7f.0.0.1"),
+        ("127.0.0.1", "127.1", "127.0.0.1", "127.1"),
+        ("127.0.0.1", "127.0.0.%31", "127.0.0.1", "127.0.0.%31"),
+        ("127.0.0.1", "127.0.0.1.", "127.0.0.1", "127.0.0.1."),
+        ("::1", "[0:0::1]", "[::1]", "0:0::1"),
+        ("::1", "[::1]", "[::1]", "::1"),
+    ],
+)
+def test_rattler_looks_a_credential_up_under_the_host_the_toolkit_reads(
+    *,
+    host: str,
+    spelling: str,
+    ours: str,
+    python_s: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ground truth for keying: rattler sends the password for ``spelling`` when the file holds it under the
+    host the toolkit reads (:class:`Origin`), and not under the host Python's urlsplit reads."""
+    from flagtree_feedstock._http import Origin  # noqa: PLC0415
+
+    url, requests = start_server(_channel_rules("/chan", channels[1]), host=host)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,::1")
+    channel = url.replace(f"[{host}]" if ":" in host else host, spelling) + "/chan"
+    assert Origin.of(channel).host == ours
+
+    assert set(_rattler_asks(channel, ours, requests, tmp_path)) == {BASIC}
+    assert set(_rattler_asks(channel, python_s, requests, tmp_path)) == {None}
+
+
+@pytest.mark.parametrize(
+    ("spelling", "ours", "other"),
+    [
+        ("BÜCHER.example", "xn--bcher-kva.example", "bücher.example"),
+        ("Pkgs.Example", "pkgs.example", "Pkgs.Example"),
+        ("pkgs.example.", "pkgs.example.", "pkgs.example"),
+        ("pkgs.example", "pkgs.example", "pkgs.example."),
+    ],
+)
+def test_rattler_looks_a_name_up_as_the_toolkit_reads_it(
+    *,
+    spelling: str,
+    ours: str,
+    other: str,
+    tmp_path: Path,
+    channels: tuple[Path, Path],
+    start_server: StartServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Names, through the recorder as the proxy: rattler asks for the punycode, lower-case host (a trailing dot
+    kept), and sends the password kept under that host only."""
+    from flagtree_feedstock._http import Origin  # noqa: PLC0415
+
+    canonical = f"http://{ours}:8/chan"
+    proxy, requests = start_server(_channel_rules(canonical, channels[1]))
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    channel = f"http://{spelling}:8/chan"
+    assert Origin.of(channel).host == ours
+
+    assert set(_rattler_asks(channel, ours, requests, tmp_path)) == {BASIC}
+    assert set(_rattler_asks(channel, other, requests, tmp_path)) == {None}
+    assert all(r["path"].startswith(f"{canonical}/") for r in requests())

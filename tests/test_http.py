@@ -39,9 +39,20 @@ def test_an_origin_is_scheme_host_and_port(url: str, origin: str, loopback: bool
     assert Origin.of(url).loopback is loopback
 
 
-@pytest.mark.parametrize("url", ["ftp://example.org/x", "file:///x", "https:///x", "http://host:port/"])
-def test_what_is_not_an_http_url_is_refused(url: str) -> None:
-    with pytest.raises(HttpError, match="is not an http:// or https:// URL with a host"):
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("ftp://example.org/x", "is not an http:// or https:// URL with a host"),
+        ("file:///x", "is not an http:// or https:// URL with a host"),
+        ("http://host:port/", "cannot be read as a URL"),
+        ("http://[::1/", "cannot be read as a URL"),
+        ("http://xn--abc.example/", "has the label xn--abc in its host, which is not the punycode"),
+        # the host x to rattler (WHATWG skips the slashes), none to Python
+        ("https:///x", "names one server to Python's URL parser and another to rattler's"),
+    ],
+)
+def test_what_is_not_an_http_url_with_one_reading_is_refused(url: str, why: str) -> None:
+    with pytest.raises(HttpError, match=why):
         Origin.of(url)
 
 
@@ -109,11 +120,14 @@ def test_a_url_that_names_two_hosts_is_refused_before_a_connection(listener) -> 
     url = f"http://user:PW-5ecret@127.0.0.1:{port}\\@127.0.0.2:{port}/x"
     with pytest.raises(HttpError) as raised, open_request("GET", url, timeouts=TIMEOUTS):
         pass
-    assert (
-        raised.value.message
-        == "'http://…' has a backslash before its path: clients disagree on which host it names"
+    assert raised.value.message == (
+        "'http://…' names one server to Python's URL parser and another to rattler's (WHATWG): they read its "
+        "host or port differently"
     )
-    assert raised.value.fix == "write the URL without it (a backslash in a user name or password is %5C)"
+    assert raised.value.fix == (
+        "write the host right after the scheme's two slashes, with no backslash before the path, and a "
+        "backslash or slash in a user name or password as %5C or %2F"
+    )
     assert not _connected(listener)
 
 
@@ -183,6 +197,11 @@ def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, red
         ("https://user:pa/ss@host/x", "https://…"),
         ("http://user:PW@a.test\\@b.test/chan", "http://…"),
         ("conda-forge", "conda-forge"),
+        ("http://user:PW@2130706433:8/c?s=1", "http://…@127.0.0.1:8/c?…"),
+        ("HTTPS://BÜCHER.example:443/t/TK/c", "https://xn--bcher-kva.example/t/…/c"),
+        ("http://h/a/../t/TOKEN/c", "http://h/t/…/c"),
+        ("http://h/%74/TOKEN/c", "http://h/%74/…/c"),
+        ("http://[0:0::1]:80", "http://[::1]"),
     ],
     ids=[
         "query",
@@ -195,6 +214,11 @@ def test_a_redirect_that_leads_nowhere_is_one_line(path: str, expected: str, red
         "broken",
         "two-hosts",
         "a-name",
+        "decimal-ipv4",
+        "idn-upper-case-default-port",
+        "dot-segments",
+        "encoded-t",
+        "ipv6",
     ],
 )
 def test_a_url_is_shown_without_what_may_sign_it(url: str, shown: str) -> None:

@@ -24,11 +24,13 @@ HELPERS = frozenset(
         "_http",
         "_interrupts",
         "_locks",
+        "_own_files",
         "_paths",
         "_processes",
         "_progress",
         "_subprocess",
         "_urls",
+        "_url_parsing",
         "_tar_stream",
     }
 )

@@ -193,6 +193,27 @@ def test_a_redirect_within_the_server_is_followed(serve: Serve, env: dict[str, s
     assert _download(f"{serve('127.0.0.1')}/moved", env).read_bytes() == ARCHIVE
 
 
+@pytest.mark.parametrize("spelling", ["2130706433", "0x7f.1", "127.0.0.%31"])
+def test_a_url_spelt_otherwise_is_downloaded_from_the_host_the_standard_reads(
+    spelling: str, serve: Serve, env: dict[str, str]
+) -> None:
+    """Read as rattler and browsers read it (issue 41): ``0x7f.1`` is this machine's 127.0.0.1."""
+    url = serve("127.0.0.1").replace("127.0.0.1", spelling)
+    assert _download(f"{url}/archive.tar.gz", env).read_bytes() == ARCHIVE
+
+
+def test_a_url_read_as_two_hosts_is_refused_before_a_request(serve: Serve, env: dict[str, str]) -> None:
+    """``\\@``: 127.0.0.1 to the WHATWG standard, 127.0.0.2 to Python: refused in one line, nothing kept."""
+    url, other = serve("127.0.0.1"), serve("127.0.0.2")
+    with pytest.raises(ConfigurationError) as raised:
+        _download(f"{url}\\@{other.removeprefix('http://')}/archive.tar.gz", env)
+    assert raised.value.message == (
+        "--llvm-archive 'http://…' names one server to Python's URL parser and another to rattler's (WHATWG): "
+        "they read its host or port differently"
+    )
+    assert _left(env) == []
+
+
 @pytest.mark.parametrize(
     ("route", "reason"),
     [
@@ -345,3 +366,51 @@ def test_a_killed_download_s_partial_file_is_removed_by_the_next_download(
     assert abandoned.startswith(f".incoming-{process.pid}-")
     cached = _download(f"{url}/archive.tar.gz", env)
     assert _left(env) == [cached.name]
+
+
+HOOK = Path(__file__).parent / "signal_hook"
+DOWNLOAD = "flagtree_feedstock.llvm_archive.fetch.download"
+# More moments than this before the first chunk is written to the spool, and the hook counts what it should not.
+MOST_MOMENTS = 60
+
+
+def test_a_signal_at_each_moment_of_the_spool_s_creation_leaves_no_partial_file(
+    serve: Serve, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A SIGTERM at each moment from the start of the download to its first chunk written to the spool (so at
+    the spool file's creation too): the command ends with its one line, and the cache holds no partial file.
+    The signal used to land, on a loaded machine, just after the file's creation and before the block that
+    removes it (test_an_interrupted_download_leaves_no_partial_file[SIGTERM] failed so once)."""
+    url = f"{serve('127.0.0.1')}/archive.tar.gz"
+    mark = tmp_path / "moment"
+    seen: list[str] = []
+    for moment in range(1, MOST_MOMENTS + 1):
+        mark.unlink(missing_ok=True)
+        hooked = {
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), env.get("PYTHONPATH")])),
+            "FLAGTREE_TEST_SIGNAL_AT": f"{moment}:SIGTERM:{DOWNLOAD}",
+            "FLAGTREE_TEST_SIGNAL_MARK": str(mark),
+        }
+        argv = [str(CONSOLE_SCRIPT), "build", "--output-dir", str(tmp_path / "out"), "--llvm-archive", url]
+        done = subprocess.run(
+            [*argv, "--llvm-archive-sha256", SHA256],
+            cwd=ROOT,
+            env=hooked,
+            capture_output=True,
+            text=True,
+            timeout=seconds(120),
+            check=False,
+        )
+        if not mark.is_file():  # fewer moments than that: the download ran through untouched
+            break
+        seen.append(mark.read_text().strip())
+        assert (done.returncode, done.stderr.splitlines()[-1:]) == (
+            143,
+            ["flagtree-feedstock: terminated (SIGTERM)"],
+        ), f"at {seen[-1]}: {done.stderr}"
+        assert [n for n in _left(env) if n.startswith(".incoming-")] == [], f"left at {seen[-1]}"
+        if seen[-1].startswith("after BufferedWriter.write"):  # its first chunk: created and open
+            break
+    else:
+        pytest.fail(f"no chunk written to the spool within {MOST_MOMENTS} moments: {seen}")

@@ -28,17 +28,20 @@ from _rehearsal_channel import PY, SITE, TARGET
 from _rehearsal_fixtures import Rehearsal, variant_value
 from _rehearsal_fixtures import built_package as _package
 from _rehearsal_sources import (
+    FLAGTREE_CPU_LINK_TARGETS,
     FLAGTREE_CPU_PATCHES,
     FLAGTREE_PATCHES,
     FLAGTREE_PLAIN_LIBRARIES,
     ROOT,
     flagtree_cpu_tree,
+    preimages,
     synthesize_flagtree,
 )
 from _tools import aarch64_gcc, require_executable, upstream_source
 from flagtree_feedstock.channel.folder import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import FeedstockError
+from test_patches import apply_series, series_patches
 
 pytestmark = pytest.mark.rehearsal
 
@@ -376,31 +379,65 @@ def test_synthesized_flagtree_takes_the_series_exactly(tmp_path: Path) -> None:
     compile((tree / "python" / "setup.py").read_text(), "setup.py", "exec")
 
 
+def _python_files(tree: Path) -> dict[str, str]:
+    return {path.relative_to(tree).as_posix(): path.read_text() for path in sorted(tree.rglob("*.py"))}
+
+
 def test_flagtree_cpu_standin_takes_its_series_exactly(tmp_path: Path) -> None:
-    """The flagtree-cpu stand-in holds the pre-images of patches/flagtree-cpu: each applies with git, no offset."""
+    """The flagtree-cpu stand-in holds the pre-images of patches/flagtree-cpu: each applies with git, no offset.
+    Each of its Python files is valid Python before and after (the build byte-compiles the modules it
+    packages), upstream's lines kept in a string."""
     git = require_executable("git", "git")
     tree = tmp_path / "flagtree-cpu"
     flagtree_cpu_tree(tree)
     patches = sorted(FLAGTREE_CPU_PATCHES.glob("*.patch"))
     assert patches
+    for name, text in _python_files(tree).items():
+        compile(text, name, "exec")
     for patch in patches:
         done = subprocess.run(
             [git, "apply", "--verbose", str(patch)], cwd=tree, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr
         assert "offset" not in done.stderr and "fuzz" not in done.stderr, done.stderr
+    for name, text in _python_files(tree).items():
+        compile(text, name, "exec")
+
+
+def test_flagtree_cpu_standin_holds_the_real_files(tmp_path: Path) -> None:
+    """With FLAGTREE_CPU_SRC the stand-in's files the patches touch, and the link script's file targets the
+    checkout holds, are the checkout's own, byte for byte: the rehearsal then packages upstream's modules."""
+    src = upstream_source("FLAGTREE_CPU_SRC")
+    tree = tmp_path / "flagtree-cpu"
+    flagtree_cpu_tree(tree, src)
+    wanted = {*preimages(sorted(FLAGTREE_CPU_PATCHES.glob("*.patch"))), *FLAGTREE_CPU_LINK_TARGETS}
+    real = sorted(path for path in wanted if (src / path).is_file())
+    assert {"third_party/cpu/language/cpu/runtime.py", "third_party/cpu/language/cpu/neon.py"} <= set(real)
+    assert [path for path in real if (tree / path).read_bytes() != (src / path).read_bytes()] == []
 
 
 def test_flagtree_cpu_carries_the_patched_runtime_module(rehearsal: Rehearsal, tmp_path: Path) -> None:
     """The engine applied patches/flagtree-cpu to the flagtree-cpu source: the runtime module in the package
-    loads libTritonCPURuntime through the CPU check, and neon.py's -march follows the CPU."""
-    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path)
-    (module,) = (tmp_path / SITE / "triton").glob("language/extra/cpu/runtime.py")
-    lines = module.read_text().splitlines()
+    loads libTritonCPURuntime through the CPU check, and neon.py's -march follows the CPU. With
+    FLAGTREE_CPU_SRC both are upstream's files with the series applied, byte for byte."""
+    extract(_package(rehearsal.channel, "flagtree-cpu"), tmp_path / "package")
+    package = tmp_path / "package" / SITE / "triton" / "language" / "extra" / "cpu"
+    lines = (package / "runtime.py").read_text().splitlines()
     assert "_rt = load_runtime(_LIB_PATH)" in lines
     assert not [line for line in lines if "ctypes.CDLL(" in line]
-    (neon,) = (tmp_path / SITE / "triton").glob("language/extra/cpu/neon.py")
-    assert "from flagtree_doctor.cpu_check import tle_neon_march" in neon.read_text().splitlines()
+    assert (
+        "from flagtree_doctor.cpu_check import tle_neon_march"
+        in (package / "neon.py").read_text().splitlines()
+    )
+    for name in ("runtime.py", "neon.py"):
+        compile((package / name).read_text(), name, "exec")
+    if os.environ.get("FLAGTREE_CPU_SRC"):
+        patched = tmp_path / "patched"
+        apply_series(series_patches("flagtree-cpu"), upstream_source("FLAGTREE_CPU_SRC"), patched)
+        for name in ("runtime.py", "neon.py"):
+            assert (package / name).read_bytes() == (
+                patched / "third_party/cpu/language/cpu" / name
+            ).read_bytes(), name
 
 
 def test_flagtree_cpu_packages_both_runtimes_and_the_manifest(rehearsal: Rehearsal, tmp_path: Path) -> None:

@@ -10,11 +10,10 @@ Needs FLAGTREE_SRC (FlagTree) and FLAGTREE_CPU_SRC (flagtree-cpu); each part is 
 from __future__ import annotations
 
 import ast
-import os
 
 import pytest
 
-from _tools import upstream_source
+from _tools import sources_required, upstream_source
 
 # FlagTree: the package `triton.language` imports `extra`, whose __init__ imports every subpackage, cpu among
 # them (third_party/cpu/language/cpu, linked at python/triton/language/extra/cpu by the build).
@@ -71,7 +70,7 @@ def test_flagtree_cpu_imports_no_runtime_module(relative: str) -> None:
     path = upstream_source("FLAGTREE_CPU_SRC") / relative
     if not path.is_file():
         reason = f"FLAGTREE_CPU_SRC holds no {relative} (a copy of the patched file alone)"
-        if os.environ.get("FLAGTREE_REQUIRE_SOURCES"):  # the workflow clones the whole tree
+        if sources_required():  # the workflow clones the whole tree
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     assert imports_of_runtime(path.read_text(), in_package=True) == []

@@ -19,8 +19,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
+from _hostile_inputs import feedstock_copy
 from _recipe_support import ROOT, SHARED, VARIANT_FILES
 from _smithy import run_smithy
+from flagtree_feedstock._own_files import OwnFile
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe import staged_recipes
 
@@ -128,20 +130,10 @@ def test_the_staged_recipe_renders_the_packages_the_repositorys_does(staged: Pat
     assert names(staged) == names(ROOT / "recipe")
 
 
-def _feedstock_copy(tmp_path: Path) -> Path:
-    """What the command reads of this repository, in a copy the test may change."""
-    copy = tmp_path / "feedstock"
-    for name in ("recipe", "patches", "flagtree-doctor"):
-        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("LICENSE", "conda-forge.yml"):
-        shutil.copy2(ROOT / name, copy / name)
-    return copy
-
-
 def test_the_files_are_followed_from_the_recipe_not_listed(tmp_path: Path) -> None:
     """A new patch, a helper a build script sources and a file an inline script reads come along; a file nothing
     references does not."""
-    copy = _feedstock_copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     recipe = copy / "recipe" / "recipe.yaml"
     text = recipe.read_text()
     last = "          - ../patches/flagtree/0012-Lower-and-cache-CPU-kernels-for-the-features-every-c.patch\n"
@@ -216,7 +208,7 @@ def test_an_existing_recipe_folder_is_kept(tmp_path: Path) -> None:
 
 
 def test_a_script_reading_a_file_it_does_not_name_is_refused(tmp_path: Path) -> None:
-    copy = _feedstock_copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     script = copy / "recipe" / "build-llvm.sh"
     script.write_text(script.read_text() + 'cp "${RECIPE_DIR}/${helper}" .\n')
     done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "out"), cwd=copy)
@@ -231,7 +223,7 @@ def test_a_script_reading_a_file_it_does_not_name_is_refused(tmp_path: Path) -> 
 def test_a_link_out_of_the_repository_is_refused_and_nothing_written(tmp_path: Path, link: str) -> None:
     """The recipe, or a file the staged recipe copies (a test file, a patch under a linked folder, a file of the
     path source), that is a symbolic link out of the repository: one line, and no pull request holding this machine's file."""
-    copy = _feedstock_copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     outside = tmp_path / "outside"
     shutil.move(copy / link, outside)
     (copy / link).symlink_to(outside)
@@ -244,7 +236,7 @@ def test_a_link_out_of_the_repository_is_refused_and_nothing_written(tmp_path: P
 
 
 def test_a_link_inside_the_repository_is_copied_as_its_file(tmp_path: Path) -> None:
-    copy = _feedstock_copy(tmp_path)
+    copy = feedstock_copy(tmp_path)
     test_file = copy / "recipe" / "test_rms_norm.py"
     shutil.move(test_file, copy / "test_rms_norm.py")
     test_file.symlink_to("../test_rms_norm.py")
@@ -257,10 +249,12 @@ def test_a_link_inside_the_repository_is_copied_as_its_file(tmp_path: Path) -> N
 
 def test_a_failed_copy_leaves_nothing(tmp_path: Path) -> None:
     plan = staged_recipes.plan(ROOT, ["alice"])
+    # A file under recipe.yaml, which is a file: its folder cannot be made, once some files are written.
     broken = staged_recipes.StagedRecipe(
-        recipe_text=plan.recipe_text, files={**plan.files, PurePosixPath("zz-missing"): tmp_path / "missing"}
+        recipe_text=plan.recipe_text,
+        files={**plan.files, PurePosixPath("recipe.yaml/zz"): OwnFile(data=b"zz", mode=0o644)},
     )
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileExistsError):
         staged_recipes.write(broken, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -24,9 +24,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from _hostile_inputs import FORMS, damage, refused, run_capped
 from _publish_standins import Answer, Reply, Request, StandIn
 from _timing import seconds, seconds_arg
 from _toy import build_toy_multi
+from flagtree_feedstock._own_files import ATTESTATION
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
 PREDICATE_TYPE = "https://schemas.conda.org/attestations-publish-1.schema.json"
@@ -536,6 +538,30 @@ def test_an_attestation_that_does_not_fit_its_package_stops_everything(
         "<package file>.sigstore.json)"
     )
     # checked before any request: not even the OIDC token was asked for
+    assert oidc.requests == [] and server.requests == []
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_an_attestation_that_is_no_file_of_its_folder_is_refused_unread(
+    form: str, toy_channel: Path, packages: list[Path], servers: Servers, tmp_path: Path
+) -> None:
+    """A bundle linked to /dev/zero, a FIFO, a folder, a link to a bundle outside the attestations folder (its
+    bytes would be sent as they are), one over 16 MiB: one line, within the memory and time bounds, and nothing
+    asked of any server (issue 41 item 4)."""
+    oidc, server = servers()
+    url = f"{server.url}/{CHANNEL}"
+    folder = tmp_path / "attestations"
+    write_bundles(folder, packages, url)
+    target = folder / f"{packages[0].name}.sigstore.json"
+    words = damage(target, form, ATTESTATION, tmp_path / "elsewhere")
+    env = job_env(tmp_path, f"{oidc.url}/token?api-version=2.0")
+    args = ["upload", str(toy_channel), "--to", "prefix", "--channel", CHANNEL, "--url", server.url]
+    done = run_capped(
+        ["flagtree-feedstock", *args, "--attestations", str(folder)], tmp_path, env, whole_env=True
+    )
+    line = refused(done, target, words)
+    if form == "outside":
+        assert f"is a link to {tmp_path / 'elsewhere' / target.name}, outside the folder {folder}" in line
     assert oidc.requests == [] and server.requests == []
 
 

@@ -1376,3 +1376,58 @@ def test_a_package_whose_index_nests_deeply_is_one_line(tmp_path: Path, recorder
     assert "Traceback" not in done.stderr
     assert str(package) in _error_line(done.stderr)
     assert records() == []
+
+
+# ---- another spelling of the server's host (issue 41) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "spelling"),
+    [
+        ("127.0.0.1", "2130706433"),
+        ("127.0.0.1", "0x7f.1"),
+        ("127.0.0.1", "127.0.0.%31"),
+        ("::1", "[0:0:0::1]"),
+    ],
+    ids=["decimal", "hex-short", "percent", "ipv6"],
+)
+def test_an_upload_goes_to_the_server_as_the_standard_reads_its_host(
+    host: str, spelling: str, toy_channel: Path, recorder: Recorder
+) -> None:
+    """``--url`` spelt otherwise is that host: loopback (plain http allowed), the token sent to it, every
+    request to its canonical form (the Host header); Python's reading took ``2130706433`` for another machine."""
+    url, records = recorder(host=host)
+    port = url.rsplit(":", 1)[1]
+    done, _ = _console(
+        _upload_argv(toy_channel, f"http://{spelling}:{port}"),
+        {"PREFIX_API_KEY": TOKEN, "no_proxy": "127.0.0.1,::1", "NO_PROXY": "127.0.0.1,::1"},
+    )
+    assert done.returncode == 0, done.stderr
+    requests = records()
+    assert len(_uploads(records)) == 2
+    assert {r["headers"]["authorization"] for r in requests} == {f"Bearer {TOKEN}"}
+    canonical = f"[{host}]" if ":" in host else host
+    assert {r["headers"]["host"] for r in requests} == {f"{canonical}:{port}"}
+
+
+def test_a_redirect_to_another_spelling_of_the_server_is_followed_to_another_port_refused(
+    toy_channel: Path, recorder: Recorder
+) -> None:
+    """The lookup redirected to ``2130706433`` at the same port is the same origin (followed, with the token);
+    the next lookup redirected to ``127.0.0.%32`` at another port is another (refused, nothing sent there)."""
+    other, other_records = recorder(host="127.0.0.2")
+    other_port = other.rsplit(":", 1)[1]
+    rules = [
+        {"method": "GET", "path": "/flagtree/linux-64/", "status": 302, "times": 1,
+         "headers": {"Location": "http://2130706433:{port}/moved/repodata"}},
+        {"method": "GET", "path": "/flagtree/linux-64/", "status": 302,
+         "headers": {"Location": f"http://127.0.0.%32:{other_port}/collect"}},
+    ]  # fmt: skip
+    url, records = recorder(rules)
+    done, _ = _console(_upload_argv(toy_channel, url), {"PREFIX_API_KEY": TOKEN})
+    assert done.returncode == 9, done.stderr
+    assert f"{url} redirected to another origin, {other}: not followed" in _error_line(done.stderr)
+    followed = [r for r in records() if r["path"] == "/moved/repodata"]
+    assert [r["headers"]["authorization"] for r in followed] == [f"Bearer {TOKEN}"]
+    assert other_records() == []
+    assert TOKEN not in done.stdout + done.stderr

@@ -20,8 +20,11 @@ import pytest
 from _recipe_support import ROOT, SHARED, VARIANT_FILES
 from _timing import cpu_seconds, cpu_until_it_ends, seconds
 from _toy import error_line
+from flagtree_feedstock._own_files import VARIANT
 from flagtree_feedstock.recipe.render import MAX_VARIANTS
-from flagtree_feedstock.recipe.variants import MAX_VALUE_CHARS, MAX_VARIANT_DEPTH, MAX_VARIANT_FILE_BYTES
+from flagtree_feedstock.recipe.variants import MAX_VALUE_CHARS, MAX_VARIANT_DEPTH
+
+MAX_VARIANT_FILE_BYTES = VARIANT.limit
 
 GLOBAL, OWN = VARIANT_FILES
 # conda-forge's global pinning, kept beside the repository (never in it); a scratch copy of the repository (the

@@ -188,6 +188,20 @@ def test_the_sources_step_clones_every_pinned_source_as_the_recipe_fetches_it(tm
         )
         assert head.stdout.strip() == commit, variable
         assert Path(written[variable]).parent == tmp_path / "runner-temp" / "sources"
+        # The whole history: the branch that holds the pin, and its commit after the pin (the bump's real-history
+        # checks look for both).
+        git = ["git", "-C", written[variable]]
+        shallow = subprocess.run(
+            [*git, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True, check=True
+        )
+        assert shallow.stdout.strip() == "false", variable
+        holders = subprocess.run(
+            [*git, "for-each-ref", "--format=%(refname)", "--contains", commit],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert holders == ["refs/remotes/origin/main"], variable
     # A pin its repository does not have: the step fails, naming the fetch.
     (repo / "recipe" / "conda_build_config.yaml").write_text(pins.replace(wanted["SLEEF_SRC"], "1" * 40))
     result = _run_sources_step(repo, tmp_path / "again", upstream, tmp_path / "github_env_again")
@@ -197,9 +211,9 @@ def test_the_sources_step_clones_every_pinned_source_as_the_recipe_fetches_it(tm
 
 
 def _commit_twice(path: Path) -> str:
-    """A repository with two commits at ``path``; the first one's id."""
+    """A repository with two commits on its branch main at ``path``; the first one's id."""
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(path)]
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
     (path / "CMakeLists.txt").write_text("# first\n")
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)

@@ -2,11 +2,12 @@
 
 The standard library's ``http.client``, one connection per request, with the rules every request follows:
 
-- A credential (the ``Authorization`` header's value) belongs to one origin (scheme, host, port) and is sent
-  there only, and only over https or to a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``, named as
-  such in the URL: a name is never resolved to decide it).
-- A URL that names one host to Python and another to rattler and browsers (a backslash before its path,
-  :func:`._urls.two_hosts`) is refused.
+- Every URL (each redirect's too) is read once, the WHATWG way rattler reads it (:mod:`._url_parsing`): the
+  request goes to its canonical form, and one it cannot read one way only is refused.
+- A credential (the ``Authorization`` header's value) belongs to one origin (scheme, canonical host, port: the
+  same for ``127.0.0.1`` and ``2130706433``, ``:80`` written or not) and is sent there only, and only over
+  https or to a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``, named as such in the URL: a name is
+  never resolved to decide it).
 - A redirect is followed only by a GET or HEAD, only within the origin, at most :data:`MAX_REDIRECTS` times;
   one to another origin (another host, port or scheme: https down to http too) is an error naming both. A
   3xx answer to any other method (an upload) is an error: it is never followed, and never a success.
@@ -42,16 +43,17 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import unquote
+
+import ada_url
 
 from ._foreign_text import masked
+from ._url_parsing import DEFAULT_PORTS, Url, UrlRefused, parse_url
 from ._urls import shown_url as shown_url  # noqa: PLC0414 - re-exported: the one rule for showing a URL
-from ._urls import two_hosts
 
 MAX_REDIRECTS = 5
 CHUNK = 1 << 20
 USER_AGENT = "flagtree-feedstock"
-DEFAULT_PORTS = {"http": 80, "https": 443}
 # The most a JSON answer may hold: a channel's repodata.json for one subdir is far smaller.
 MAX_ANSWER_BYTES = 256 << 20
 _DIGITS = re.compile(r"[0-9]+")
@@ -76,7 +78,9 @@ class HttpError(Exception):
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a URL points: scheme, host and port; two URLs of one origin may share a credential."""
+    """Where a URL points: scheme, host and port, as the WHATWG standard reads them (the host canonical: the
+    key of rattler's authentication file, an IPv6 address in brackets); two URLs of one origin may share a
+    credential."""
 
     scheme: str
     host: str
@@ -84,37 +88,44 @@ class Origin:
 
     @classmethod
     def of(cls, url: str) -> Origin:
-        if two_hosts(url):
+        """The origin of ``url`` (read by :func:`read`)."""
+        return cls.of_url(read(url))
+
+    @classmethod
+    def of_url(cls, url: Url) -> Origin:
+        """The origin of a URL read already; one that is not http(s) with a host is an :class:`HttpError`."""
+        if url.scheme not in DEFAULT_PORTS or not url.host:
             raise HttpError(
-                f"{shown_url(url)!r} has a backslash before its path: clients disagree on which host it names",
-                fix="write the URL without it (a backslash in a user name or password is %5C)",
-            )
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        try:
-            port = parts.port
-        except ValueError:
-            port = -1
-        if scheme not in DEFAULT_PORTS or not parts.hostname or port == -1:
-            raise HttpError(
-                f"{shown_url(url)!r} is not an http:// or https:// URL with a host",
+                f"{shown_url(url.href)!r} is not an http:// or https:// URL with a host",
                 fix="give a URL such as https://host/path",
             )
-        return cls(scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme])
+        return cls(url.scheme, url.host, DEFAULT_PORTS[url.scheme] if url.port is None else url.port)
+
+    @property
+    def address(self) -> str:
+        """The host as a connection is made to it: an IPv6 address without its brackets."""
+        return self.host.removeprefix("[").removesuffix("]")
 
     @property
     def loopback(self) -> bool:
         if self.host == "localhost":
             return True
         try:
-            return ipaddress.ip_address(self.host).is_loopback
+            return ipaddress.ip_address(self.address).is_loopback
         except ValueError:
             return False
 
     def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
         port = "" if self.port == DEFAULT_PORTS[self.scheme] else f":{self.port}"
-        return f"{self.scheme}://{host}{port}"
+        return f"{self.scheme}://{self.host}{port}"
+
+
+def read(url: str) -> Url:
+    """``url`` read the WHATWG way (:func:`._url_parsing.parse_url`); a refusal is an :class:`HttpError`."""
+    try:
+        return parse_url(url)
+    except UrlRefused as exc:
+        raise HttpError(f"{shown_url(url)!r} {exc}", fix=exc.fix) from None
 
 
 @dataclass(frozen=True)
@@ -313,7 +324,8 @@ def _request(
     start = Origin.of(url)
     ends = None if timeouts.total is None else time.monotonic() + timeouts.total
     for _ in range(MAX_REDIRECTS + 1):
-        origin = Origin.of(url)
+        target = read(url)  # what is checked, below, is what the request goes to: its canonical form
+        origin = Origin.of_url(target)
         if credential is not None and (origin != credential.origin or unencrypted(origin)):
             why = "plain http to another machine" if unencrypted(origin) else f"it is {credential.origin}'s"
             raise HttpError(f"not sending the token to {origin}: {why}", fix="check the URL")
@@ -321,12 +333,12 @@ def _request(
         if credential is not None:
             sent["Authorization"] = credential.authorization
         connection, deadline = _send(
-            method=method, url=url, origin=origin, timeouts=timeouts, headers=sent, body=body, ends=ends
+            method=method, url=target, origin=origin, timeouts=timeouts, headers=sent, body=body, ends=ends
         )
         try:
             response = _response_head(connection, origin, timeouts, deadline)
             if 300 <= response.status < 400 and response.status != HTTPStatus.NOT_MODIFIED:
-                url = _redirect_target(method, url, origin, response)
+                url = _redirect_target(method, target, origin, response)
                 continue
             yield Answer(response.status, response.headers, response, origin, timeouts, deadline)
             return
@@ -338,12 +350,13 @@ def _request(
     )
 
 
-def _redirect_target(method: str, url: str, origin: Origin, response: http.client.HTTPResponse) -> str:
-    """Where a redirect of ``url`` may be followed to, within ``origin``; anything else is an error."""
+def _redirect_target(method: str, url: Url, origin: Origin, response: http.client.HTTPResponse) -> str:
+    """Where a redirect of ``url`` may be followed to, within ``origin`` (the ``Location`` resolved against
+    ``url`` as the WHATWG standard resolves it, as reqwest would); anything else is an error."""
     location = response.headers.get("Location")
     if method not in ("GET", "HEAD"):
         raise HttpError(
-            f"{origin} answered {method} {urlsplit(url).path} with {status_text(response.status)}, a "
+            f"{origin} answered {method} {url.path} with {status_text(response.status)}, a "
             "redirect, which is not followed for an upload",
             fix="check the URL: it must name the server's upload API itself",
         )
@@ -352,10 +365,10 @@ def _redirect_target(method: str, url: str, origin: Origin, response: http.clien
             f"{origin} answered {status_text(response.status)} without saying where to",
             fix="check the URL",
         )
-    target = urljoin(url, location.strip())
     try:
+        target = ada_url.join_url(url.href, location.strip())
         destination = Origin.of(target)
-    except HttpError:
+    except (ValueError, HttpError):
         raise HttpError(
             f"{origin} redirected to something that is not an http(s) URL", fix="check the URL"
         ) from None
@@ -409,7 +422,7 @@ def _response_head(
 def _send(
     *,
     method: str,
-    url: str,
+    url: Url,
     origin: Origin,
     timeouts: Timeouts,
     headers: Mapping[str, str],
@@ -467,32 +480,32 @@ def _fired() -> _Alarm:
 
 
 def _connection(
-    url: str, origin: Origin, timeouts: Timeouts
+    url: Url, origin: Origin, timeouts: Timeouts
 ) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
-    """An unconnected connection to ``origin`` (or its proxy), the request target, and proxy headers."""
-    parts = urlsplit(url)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    """An unconnected connection to ``origin`` (or its proxy), the request target (``url``'s canonical path
+    and query), and proxy headers."""
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
     proxy, proxy_headers = _proxy(origin)
     if origin.scheme == "https":
         context = ssl.create_default_context()
         if proxy is None:
             return (
                 http.client.HTTPSConnection(
-                    origin.host, origin.port, timeout=timeouts.connect, context=context
+                    origin.address, origin.port, timeout=timeouts.connect, context=context
                 ),
                 path,
                 {},
             )
         connection = http.client.HTTPSConnection(
-            proxy.host, proxy.port, timeout=timeouts.connect, context=context
+            proxy.address, proxy.port, timeout=timeouts.connect, context=context
         )
-        connection.set_tunnel(origin.host, origin.port, headers=proxy_headers)
+        connection.set_tunnel(origin.address, origin.port, headers=proxy_headers)
         return connection, path, {}
     if proxy is None:
-        return http.client.HTTPConnection(origin.host, origin.port, timeout=timeouts.connect), path, {}
+        return http.client.HTTPConnection(origin.address, origin.port, timeout=timeouts.connect), path, {}
     absolute = f"{origin}{path}"
     return (
-        http.client.HTTPConnection(proxy.host, proxy.port, timeout=timeouts.connect),
+        http.client.HTTPConnection(proxy.address, proxy.port, timeout=timeouts.connect),
         absolute,
         proxy_headers,
     )
@@ -503,19 +516,18 @@ def _proxy(origin: Origin) -> tuple[Origin | None, dict[str, str]]:
     if origin.loopback:
         return None, {}
     url = urllib.request.getproxies().get(origin.scheme)
-    if not url or urllib.request.proxy_bypass(origin.host):
+    if not url or urllib.request.proxy_bypass(origin.address):
         return None, {}
-    url = url if "://" in url else f"http://{url}"
-    proxy = Origin.of(url)
+    parts = read(url if "://" in url else f"http://{url}")
+    proxy = Origin.of_url(parts)
     if proxy.scheme != "http":
         raise HttpError(
             f"the {origin.scheme}_proxy variable names {proxy}: only an http:// proxy is supported",
             fix=f"set {origin.scheme}_proxy to the proxy's http:// URL",
         )
-    parts = urlsplit(url)
-    if parts.username is None:
+    if not (parts.username or parts.password):
         return proxy, {}
-    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    pair = f"{unquote(parts.username)}:{unquote(parts.password)}".encode()
     return proxy, {"Proxy-Authorization": f"Basic {base64.b64encode(pair).decode()}"}
 
 

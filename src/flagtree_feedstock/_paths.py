@@ -15,6 +15,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from ._interrupts import deferred_interrupts
 from ._processes import Process
 from .errors import ConfigurationError, FileAccessError
 
@@ -73,9 +74,10 @@ def check_folder(path: Path, *, option: str, beside: bool = False) -> None:
 
 def probe_writable(folder: Path) -> None:
     """Make and remove a scratch file in ``folder``; raise the OSError that stops it."""
-    descriptor, name = tempfile.mkstemp(prefix=".flagtree-write-test-", dir=folder)
-    os.close(descriptor)
-    Path(name).unlink()
+    with deferred_interrupts():  # made and removed whole: a signal in between would leave it in the folder
+        descriptor, name = tempfile.mkstemp(prefix=".flagtree-write-test-", dir=folder)
+        os.close(descriptor)
+        Path(name).unlink()
 
 
 def owner() -> str:

@@ -7,9 +7,11 @@ A URL can carry a secret in three places, all of which are left out when it is s
 - anaconda.org's token segment (``/t/<token>/``, conda's and rattler's way of giving a channel's token),
   shown as ``/t/…/``.
 
-So ``http://user:PW@host/t/TOKEN/chan?sig=Q`` shows as ``http://…@host/t/…/chan?…``. :func:`shown_text`
-applies the same rule to every URL inside a free text (an engine's error, a command line), and masks the
-secrets of URLs it is given wherever else they appear (an engine may print a URL's parts apart).
+So ``http://user:PW@host/t/TOKEN/chan?sig=Q`` shows as ``http://…@host/t/…/chan?…``, in the canonical form
+rattler reads (:mod:`._url_parsing`; a URL that cannot be read one way only shows nothing after its scheme).
+:func:`shown_text` applies the same rule to every URL inside a free text (an engine's error, a command line),
+and masks the secrets of URLs it is given wherever else they appear (an engine may print a URL's parts apart),
+as both Python's parser and the WHATWG standard find them.
 
 Every line the toolkit prints goes through :func:`shown_text`, which first cuts what it is given to
 :data:`._foreign_text.MESSAGE_CHARS` (saying how long it was): no text from outside, however long, is matched
@@ -20,9 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote
 
 from ._foreign_text import bounded_parts, masked
+from ._url_parsing import UrlRefused, parse_url, python_reading, whatwg_reading
 
 HIDDEN = "…"
 # A URL inside a text: a scheme, ``://``, then anything up to a space or a quote. Tried only where a run of
@@ -41,51 +44,61 @@ _MIN_SECRET = 6
 
 
 def shown_url(url: str) -> str:
-    """``url`` as anything the toolkit prints or writes shows it: without its userinfo, its query, its
-    fragment and anaconda.org's ``/t/<token>/`` segment. What is not a URL (a path, a channel name) is
-    returned as it is."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # a malformed host ("http://[x"): nothing after the scheme is shown
+    """``url`` as anything the toolkit prints or writes shows it: in its canonical form (the one rattler reads,
+    :func:`._url_parsing.parse_url`: ``http://2130706433/`` shows as ``http://127.0.0.1/``), without its
+    userinfo, its query, its fragment and anaconda.org's ``/t/<token>/`` segment. A URL that cannot be read one
+    way only shows nothing after its scheme: which host it names depends on who reads it. What is not a URL (a
+    path, a channel name) is returned as it is."""
+    parts = python_reading(url)
+    if parts is None:  # a malformed host ("http://[x"): nothing after the scheme is shown
         scheme = url.partition("://")[0]
         return f"{scheme}://{HIDDEN}" if "://" in url else url
     if not parts.scheme or not parts.netloc:
         return url
     try:
-        parts.port  # noqa: B018 - raises for a netloc that is not host[:port] (a password holding a "/")
-    except ValueError:
+        read = parse_url(url)
+    except UrlRefused:
         return f"{parts.scheme}://{HIDDEN}"
-    if two_hosts(url):  # which host it names depends on who reads it: none is shown
-        return f"{parts.scheme}://{HIDDEN}"
-    _, at, host = parts.netloc.rpartition("@")
-    netloc = f"{HIDDEN}@{host}" if at else host
-    path = _TOKEN_SEGMENT.sub(f"t/{HIDDEN}", parts.path)
-    return urlunsplit((parts.scheme, netloc, path, HIDDEN if parts.query else "", ""))
+    user = f"{HIDDEN}@" if read.username or read.password else ""
+    port = "" if read.port is None else f":{read.port}"
+    query = f"?{HIDDEN}" if read.query else ""
+    path = "" if read.path == "/" and not parts.path else _without_tokens(read.path)  # an origin stays one
+    return f"{read.scheme}://{user}{read.host}{port}{path}{query}"
 
 
-def two_hosts(url: str) -> bool:
-    """Whether ``url`` names one host to Python's parser and another to rattler's and reqwest's: a backslash
-    between ``://`` and the path. The WHATWG URL parser (the ``url`` crate: rattler, py-rattler-build, reqwest;
-    browsers) reads it as ``/``, the end of the host; Python's ``urlsplit`` reads on to the next ``/``. So in
-    ``http://user:PW@a.test\\@b.test/chan`` one sees host ``a.test`` (the password ``PW``), the other
-    ``b.test``: such a URL is refused wherever it would be used, never guessed at."""
-    try:
-        netloc = urlsplit(url).netloc
-    except ValueError:
-        return False
-    return "\\" in netloc
+def token_segments(path: str) -> list[int]:
+    """The indices (in ``path.split("/")``) of the segments holding an anaconda.org token: each one after a
+    ``t`` segment (``%74`` too: a server decodes it)."""
+    segments = path.split("/")
+    return [
+        index + 1
+        for index, segment in enumerate(segments[:-1])
+        if unquote(segment) == "t" and segments[index + 1]
+    ]
+
+
+def _without_tokens(path: str) -> str:
+    segments = path.split("/")
+    for index in token_segments(path):
+        segments[index] = HIDDEN
+    return "/".join(segments)
 
 
 def url_secrets(url: str) -> set[str]:
-    """The secrets ``url`` carries, as given and URL-decoded: its password, its ``/t/`` token, its query and
-    each value in it (those too short to mask in a text are left out)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return set()
-    found = {parts.password or "", parts.query}
-    found.update(match.group(0)[2:] for match in _TOKEN_SEGMENT.finditer(parts.path))
-    found.update(value for _, value in parse_qsl(parts.query, keep_blank_values=True))
+    """The secrets ``url`` carries, as given and URL-decoded, as Python and as the WHATWG standard read it (one
+    may see a password where the other sees a host: both are masked): its password, its ``/t/`` token, its
+    query and each value in it (those too short to mask in a text are left out)."""
+    found: set[str] = set()
+    parts = python_reading(url)
+    if parts is not None:
+        found |= {parts.password or "", parts.query}
+        found.update(match.group(0)[2:] for match in _TOKEN_SEGMENT.finditer(parts.path))
+        found.update(value for _, value in parse_qsl(parts.query, keep_blank_values=True))
+    read = whatwg_reading(url)
+    if read is not None:
+        segments = read.path.split("/")
+        found |= {read.password, read.query, *(segments[index] for index in token_segments(read.path))}
+        found.update(value for _, value in parse_qsl(read.query, keep_blank_values=True))
     spelled = {form for secret in found for form in (secret, unquote(secret))}  # quoted: masked() finds it
     return {secret for secret in spelled if len(secret) >= _MIN_SECRET}
 

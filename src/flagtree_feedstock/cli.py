@@ -225,7 +225,7 @@ def _add_build_arguments(build: argparse.ArgumentParser) -> None:
     build.add_argument(
         "--llvm-archive-max-size",
         metavar="SIZE",
-        help="the most a URL's download may take: bytes, or e.g. 4G, 1500M [4G]",
+        help="the most a URL's download, or the archive file given, may take: bytes, or e.g. 4G, 1500M [4G]",
     )
     build.add_argument(
         "--llvm-archive-timeout",
@@ -353,6 +353,7 @@ def _configure_logging(err: Console) -> None:
 
 
 def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
+    from .recipe.engine_inputs import check_engine_inputs  # noqa: PLC0415 - as render
     from .recipe.render import render  # noqa: PLC0415 - keep py-rattler-build off the import path of `channel`
 
     # Every option, and the --python/--output choices against the rendered matrix, is checked before the
@@ -390,6 +391,8 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         )
         llvm_archive.check_rendered(archive, outputs, variant_file=raise_in)
     selected = select_outputs(outputs, pythons=options.pythons, names=options.outputs)
+    # What the engine reads by name (scripts, patches, the recipe folder it copies), checked before it does.
+    check_engine_inputs(options.recipe_dir, selected)
     if args.render_only:
         _print_rendered(selected, out, as_json=args.json, rendered=len(outputs), archive=archive)
         if args.sbom is not None:

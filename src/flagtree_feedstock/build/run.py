@@ -16,11 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flagtree_feedstock._own_files import PATCH, read_own, repository_of
 from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, authentication_file, split_credentials
 from flagtree_feedstock.errors import (
     BuildFailedError,
     DependencyError,
+    FeedstockError,
     SourceFetchError,
 )
 from flagtree_feedstock.platforms import PlatformName
@@ -306,8 +308,11 @@ def _failed_patch(output: RenderedOutput, text: str) -> str | None:
     recipe_dir = Path(str(output.engine_variant.recipe_path)).parent
     for source in output.engine_variant.recipe.sources:
         for patch in source.to_dict().get("patches") or ():
-            path = recipe_dir / str(patch)
-            lines = set(path.read_text(errors="replace").splitlines()) if path.is_file() else set()
+            try:
+                data = read_own(recipe_dir / str(patch), PATCH, inside=repository_of(recipe_dir)).data
+            except FeedstockError:  # checked before the build: gone or changed since, it holds no hunk
+                continue
+            lines = set(data.decode("utf-8", "replace").splitlines())
             if all(line in lines for line in body):
                 return str(patch)
     return None

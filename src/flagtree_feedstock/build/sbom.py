@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from flagtree_feedstock._own_files import PATCH, read_own, repository_of
 from flagtree_feedstock.build import _iri_syntax
 from flagtree_feedstock.errors import BuildFailedError, ToolMissingError
 
@@ -122,16 +123,10 @@ class SbomFacts:
 def patch_records(recipe_dir: Path, patches: Iterable[str]) -> tuple[Patch, ...]:
     """Each patch path (relative to the recipe folder, as the recipe writes it) with its file's sha256."""
     found = []
+    repository = repository_of(recipe_dir)
     for relative in patches:
-        path = recipe_dir / relative
-        try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError as exc:
-            raise BuildFailedError(
-                f"the patch {relative} the recipe lists cannot be read for the SBOM: {exc.strerror or exc}",
-                fix=f"check {path}",
-            ) from None
-        found.append(Patch(path=relative, sha256=digest))
+        data = read_own(recipe_dir / relative, PATCH, inside=repository).data
+        found.append(Patch(path=relative, sha256=hashlib.sha256(data).hexdigest()))
     return tuple(found)
 
 
@@ -202,10 +197,10 @@ def feedstock_pins(recipe_dir: Path, variant_files: Sequence[Path]) -> tuple[tup
     ``variant_files`` that sets it (the order the build reads them in), its first value."""
     from flagtree_feedstock.recipe.variants import read_variant_file  # noqa: PLC0415
 
-    keys = list(read_variant_file(recipe_dir / "conda_build_config.yaml"))
+    keys = list(read_variant_file(recipe_dir / "conda_build_config.yaml", recipe_dir=recipe_dir))
     values: dict[str, str] = {}
     for path in variant_files:
-        for key, entry in read_variant_file(path).items():
+        for key, entry in read_variant_file(path, recipe_dir=recipe_dir).items():
             if entry.values and entry.values[0]:
                 values[key] = str(entry.values[0][0])
     return tuple((key, values[key]) for key in keys if key in values)

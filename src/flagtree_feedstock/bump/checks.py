@@ -7,12 +7,14 @@ that meets a file it cannot read fails with that reason rather than stopping the
 
 from __future__ import annotations
 
-import importlib.util
+import os
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from flagtree_feedstock._own_files import RECIPE, RECIPE_FILE, read_own_text, repository_of
 from flagtree_feedstock.recipe import variants
 
 from . import cmake_scan, cpu_api
@@ -107,12 +109,16 @@ def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check,
         return Check(
             name=check, status="skip", summary=f"{_count(len(patches))} not checked: no --flagtree-cpu-src"
         ), []
-    missing = [patch for patch in patches if not patch.is_file()]
+    missing = [
+        patch for patch in patches if not os.path.lexists(patch)
+    ]  # another kind: the reader refuses it
     if missing:
         return Check(
             name=check, status="fail", summary=f"recipe.yaml lists {missing[0]}, which does not exist"
         ), []
-    outcomes = apply_series(patches, tree, scratch=upstream.scratch)
+    outcomes = apply_series(
+        patches, tree, scratch=upstream.scratch, inside=repository_of(upstream.recipe_dir)
+    )
     failed = next((o for o in outcomes if o.failure is not None), None)
     if failed is not None and failed.failure is not None:
         untried = sum(o.status == "not tried" for o in outcomes)
@@ -137,14 +143,13 @@ def _patches(name: str, patches: list[Path], upstream: Upstream) -> tuple[Check,
 
 
 def _llvm_distribution(recipe_dir: Path) -> list[str]:
-    """``flagtree_links()`` of the recipe's llvm_distribution.py (the script build-llvm.sh runs)."""
-    spec = importlib.util.spec_from_file_location(
-        "_bump_llvm_distribution", recipe_dir / "llvm_distribution.py"
-    )
-    if spec is None or spec.loader is None:
-        raise cmake_scan.ScanError(f"{recipe_dir / 'llvm_distribution.py'} cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """``flagtree_links()`` of the recipe's llvm_distribution.py (the script build-llvm.sh runs), run from the
+    text the one reader read (an import would read the file again, by name)."""
+    path = recipe_dir / "llvm_distribution.py"
+    source = read_own_text(path, RECIPE_FILE, inside=repository_of(recipe_dir))
+    module = types.ModuleType("_bump_llvm_distribution")
+    module.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - the recipe's own code
     links: list[str] = module.flagtree_links()
     return links
 
@@ -180,7 +185,7 @@ def recipe_host(recipe: Path, output: str = "flagtree-cpu") -> tuple[set[str], b
     """The host requirement names of ``output`` in recipe.yaml, and whether its build has ``stdlib('c')``."""
     import yaml  # noqa: PLC0415
 
-    data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    data = yaml.safe_load(read_own_text(recipe, RECIPE, inside=repository_of(recipe.parent)))
     for entry in data.get("outputs", []):
         if entry.get("package", {}).get("name") == output:
             requirements = entry.get("requirements", {})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from flagtree_feedstock._own_files import PATCH, RECIPE, read_own_text, repository_of
 from flagtree_feedstock._subprocess import which
 from flagtree_feedstock.errors import ConfigurationError, ToolMissingError
 
@@ -121,7 +122,7 @@ def recipe_series(recipe: Path) -> dict[str, list[Path]]:
     """
     import yaml  # noqa: PLC0415
 
-    data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    data = yaml.safe_load(read_own_text(recipe, RECIPE, inside=repository_of(recipe.parent)))
     series: dict[str, list[Path]] = {name: [] for name in SOURCES}
     for output in data.get("outputs", []):
         sources = output.get("source", [])
@@ -129,7 +130,11 @@ def recipe_series(recipe: Path) -> dict[str, list[Path]]:
             url = str(source.get("git", "")) if isinstance(source, dict) else ""
             for name, tail in SOURCES.items():
                 if url.endswith(tail) and not series[name]:
-                    series[name] = [(recipe.parent / p).resolve() for p in source.get("patches", [])]
+                    # As the recipe names them, not resolved: the reader then sees a link that leads out.
+                    series[name] = [
+                        Path(os.path.normpath(recipe.parent.absolute() / p))
+                        for p in source.get("patches", [])
+                    ]
     return series
 
 
@@ -186,15 +191,19 @@ def apply_series(
     scratch: Path | None = None,
     refresh: bool = True,
     into: Path | None = None,
+    inside: Path | None = None,
 ) -> list[PatchOutcome]:
     """Apply ``patches`` in order to a copy of the files they touch; one outcome per patch.
 
     The first failing patch stops the series (the later ones are ``not tried``: they may build on it).
     With ``refresh``, every patch that applied at an offset gets its regenerated text. With ``into``, the
     files the series touches are copied there as the series left them (the tests load the patched code).
+    Each patch is read once, by the one reader (``inside``: the repository it may not lead out of), and GNU
+    patch and git get that text, not the file again.
     """
     patch_exe = gnu_patch()
-    parsed = {patch: parse_diff(patch.read_text(encoding="utf-8")) for patch in patches}
+    texts = {patch: read_own_text(patch, PATCH, inside=inside) for patch in patches}
+    parsed = {patch: parse_diff(text) for patch, text in texts.items()}
     with tempfile.TemporaryDirectory(prefix="flagtree-patches-", dir=scratch) as folder:
         work = Path(folder) / "tree"
         work.mkdir()
@@ -211,17 +220,19 @@ def apply_series(
                 continue
             before = Path(folder) / f"before-{number}"
             _copy(work, before, parsed[patch].files)
-            outcome = _apply(patch_exe, patch, parsed[patch], work)
+            outcome = _apply(patch_exe, patch, texts[patch], parsed[patch], work)
             if outcome.status == "offset" and refresh:
                 after = Path(folder) / f"after-{number}"
                 _copy(work, after, parsed[patch].files)
-                text = regenerate(patch, before, after, parsed[patch], Path(folder) / f"git-{number}")
+                text = regenerate(
+                    patch, texts[patch], before, after, parsed[patch], Path(folder) / f"git-{number}"
+                )
                 outcome = PatchOutcome(
                     patch=patch,
                     status="offset",
                     offsets=outcome.offsets,
                     refreshed=text,
-                    diff=patch_diff(patch, patch.read_text(encoding="utf-8"), text),
+                    diff=patch_diff(patch, texts[patch], text),
                 )
             outcomes.append(outcome)
         if into is not None:
@@ -236,7 +247,7 @@ def _copy(source: Path, dest: Path, files: Sequence[str]) -> None:
             shutil.copyfile(source / path, dest / path)
 
 
-def _apply(patch_exe: str, patch: Path, diff: ParsedDiff, work: Path) -> PatchOutcome:
+def _apply(patch_exe: str, patch: Path, text: str, diff: ParsedDiff, work: Path) -> PatchOutcome:
     for path in diff.files:
         if path not in diff.created and not (work / path).is_file():
             hunk = next((h for h in diff.hunks if h.file == path), None)
@@ -250,11 +261,12 @@ def _apply(patch_exe: str, patch: Path, diff: ParsedDiff, work: Path) -> PatchOu
     done = subprocess.run(
         [
             patch_exe, "-p1", "-F0", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-",
-            "-i", str(patch),
         ],
+        input=text,  # the patch as the reader read it, on standard input (as UTF-8, whatever the locale)
         cwd=work,
         capture_output=True,
-        text=True,
+        encoding="utf-8",
+        errors="replace",
         check=False,
     )  # fmt: skip
     output = (done.stdout + done.stderr).splitlines()
@@ -314,11 +326,14 @@ def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return done.stdout
 
 
-def regenerate(original: Path, before: Path, after: Path, diff: ParsedDiff, repo: Path) -> str:
-    """``original`` made again from the files ``before`` and ``after`` it, with its header and message."""
+def regenerate(  # noqa: PLR0917 - the patch, its text, the trees around it, its diff and a scratch folder
+    original: Path, text: str, before: Path, after: Path, diff: ParsedDiff, repo: Path
+) -> str:
+    """``original`` (whose text is ``text``) made again from the files ``before`` and ``after`` it, with its
+    header and message."""
     repo.mkdir()
     _git(repo, "init", "-q", ".")
-    info = _mailinfo(repo, original)
+    info = _mailinfo(repo, original, text)
     fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
     identity = {
         "GIT_AUTHOR_NAME": fields.get("Author", ""),
@@ -345,17 +360,16 @@ def regenerate(original: Path, before: Path, after: Path, diff: ParsedDiff, repo
     )
 
 
-def _mailinfo(repo: Path, original: Path) -> str:
+def _mailinfo(repo: Path, original: Path, text: str) -> str:
     git = which("git", install_hint="apt-get install git")
-    with original.open("rb") as mail:
-        done = subprocess.run(
-            [git, "mailinfo", str(repo.parent / f"{repo.name}.msg"), os.devnull],
-            cwd=repo,
-            stdin=mail,
-            env={**os.environ, **_GIT_ENV},
-            capture_output=True,
-            check=False,
-        )
+    done = subprocess.run(
+        [git, "mailinfo", str(repo.parent / f"{repo.name}.msg"), os.devnull],
+        cwd=repo,
+        input=text.encode("utf-8"),
+        env={**os.environ, **_GIT_ENV},
+        capture_output=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise ConfigurationError(
             f"{original.name} is not a git format-patch mail: {done.stderr.decode().strip()}",

@@ -22,8 +22,9 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flagtree_feedstock._digest import file_digest
+from flagtree_feedstock._digest import stream_digest
 from flagtree_feedstock._engine import require
+from flagtree_feedstock._own_files import LLVM_SOURCE, open_own
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import (
     FilesNotWritten,
@@ -31,7 +32,7 @@ from flagtree_feedstock.recipe.pins import (
     change_pins,
     read_epoch,
     read_pins,
-    read_text,
+    read_recipe,
     write_atomically,
 )
 from flagtree_feedstock.recipe.variants import near_miss
@@ -169,21 +170,25 @@ def _check_llvm_options(request: BumpRequest) -> None:
 def archive_sha256(archive: Path, commit: str) -> str:
     """The sha256 of GitHub's archive of LLVM at ``commit``, after checking that it holds that commit."""
     expected = f"llvm-project-{commit}"
-    try:
-        with tarfile.open(archive, "r|*") as tar:
-            first = next(iter(tar), None)
-    except (tarfile.TarError, OSError) as exc:
-        raise ConfigurationError(
-            f"--llvm-archive {archive} is not a tar archive: {exc}",
-            fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
-        ) from None
-    top = first.name.split("/", 1)[0] if first else ""
-    if top != expected:
-        raise ConfigurationError(
-            f"--llvm-archive {archive} holds {top or 'nothing'}, not {expected}",
-            fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
-        )
-    return file_digest(archive).hex()
+    # Opened once, by the one reader (a regular file, of at most 2 GiB): its first member and its sha256 come
+    # from that one open file.
+    with open_own(archive, LLVM_SOURCE) as handle:
+        try:
+            with tarfile.open(fileobj=handle, mode="r|*") as tar:
+                first = next(iter(tar), None)
+        except (tarfile.TarError, OSError) as exc:
+            raise ConfigurationError(
+                f"--llvm-archive {archive} is not a tar archive: {exc}",
+                fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
+            ) from None
+        top = first.name.split("/", 1)[0] if first else ""
+        if top != expected:
+            raise ConfigurationError(
+                f"--llvm-archive {archive} holds {top or 'nothing'}, not {expected}",
+                fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
+            )
+        handle.seek(0)
+        return stream_digest(handle).hex()
 
 
 def _llvm(request: BumpRequest, tree: GitTree, pins: dict[str, str]) -> tuple[PinChange, PinChange, Check]:
@@ -257,7 +262,7 @@ def bump(request: BumpRequest) -> BumpReport:
     """Compute the new pins, check them against the feedstock, and write them unless dry or failed."""
     _check_llvm_options(request)
     variant_file = request.recipe_dir / VARIANT_FILE
-    pins = read_pins(variant_file)
+    pins, variant_text = read_pins(variant_file)
     flagtree = GitTree.open(request.flagtree_src, request.to, option="--flagtree-src")
     cpu = (
         GitTree.open(request.flagtree_cpu_src, "HEAD", option="--flagtree-cpu-src")
@@ -289,7 +294,7 @@ def bump(request: BumpRequest) -> BumpReport:
     recipes = [request.recipe_dir / name for name in RECIPES]
     epoch = PinChange(
         key=EPOCH,
-        old=read_epoch(read_text(recipes[0]), name=str(recipes[0])),
+        old=read_epoch(read_recipe(recipes[0]), name=str(recipes[0])),
         new=str(flagtree.committer_time()),
         source="committer date of flagtree_commit",
     )
@@ -327,7 +332,7 @@ def bump(request: BumpRequest) -> BumpReport:
         return report
     files = {
         variant_file: change_pins(
-            read_text(variant_file),
+            variant_text,
             {pin.key: pin.new for pin in report.changed if pin.key != EPOCH},
             name=str(variant_file),
         ),
@@ -335,7 +340,7 @@ def bump(request: BumpRequest) -> BumpReport:
     }
     if epoch.old != epoch.new:
         files.update(
-            {path: change_epoch(read_text(path), int(epoch.new), name=str(path)) for path in recipes}
+            {path: change_epoch(read_recipe(path), int(epoch.new), name=str(path)) for path in recipes}
         )
     try:
         write_atomically(files)

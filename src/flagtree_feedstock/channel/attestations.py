@@ -6,7 +6,8 @@ the package file (its name and sha256) and whose predicate is ``{"targetChannel"
 with Sigstore from the job's identity and saved as a Sigstore bundle (JSON). Each is named after its package,
 ``<package file name>.sigstore.json``, in one folder, which ``upload --attestations DIR`` reads.
 
-Here each bundle is read (at most :data:`MAX_BUNDLE_BYTES`, actions/attest's own limit on a predicate) and its
+Here each bundle is read (by the one reader, ``_own_files``: a regular file of the folder, at most
+:data:`MAX_BUNDLE_BYTES`, actions/attest's own limit on a predicate) and its
 statement (the DSSE envelope's payload) is checked against the package it goes with: CEP 27's single subject
 with the file's name and sha256, its predicate type, and the channel it names, so a bundle of another package,
 another build or another channel is refused before anything is sent. The signature is not checked here: it is
@@ -21,12 +22,13 @@ from pathlib import Path
 from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._foreign_text import quoted
-from flagtree_feedstock.errors import ConfigurationError, file_access_error
+from flagtree_feedstock._own_files import ATTESTATION, NotThere, read_own
+from flagtree_feedstock.errors import ConfigurationError
 
 PREDICATE_TYPE = "https://schemas.conda.org/attestations-publish-1.schema.json"
 IN_TOTO_PAYLOAD = "application/vnd.in-toto+json"
 SUFFIX = ".sigstore.json"
-MAX_BUNDLE_BYTES = 16 << 20
+MAX_BUNDLE_BYTES = ATTESTATION.limit
 
 
 def bundle_name(package: Path) -> str:
@@ -47,17 +49,14 @@ def read_attestations(folder: Path, packages: list[Path], target_channel: str) -
         path = folder / bundle_name(package)
         problem: str | None
         try:
-            if path.stat().st_size > MAX_BUNDLE_BYTES:
-                problem = f"{path.name} is larger than {MAX_BUNDLE_BYTES >> 20} MB: not a Sigstore bundle"
-            else:
-                bundle = path.read_bytes()
-                problem = _problem(bundle, path.name, package, target_channel)
-                if problem is None:
-                    found[package] = bundle
-        except FileNotFoundError:
+            # No FIFO, device or link out of the folder (the bytes are sent as they are), at most 16 MiB.
+            bundle = read_own(path, ATTESTATION, inside=folder, place=f"the folder {folder}").data
+        except NotThere:
             problem = f"no {path.name}"
-        except OSError as exc:
-            raise file_access_error(exc) from None
+        else:
+            problem = _problem(bundle, path.name, package, target_channel)
+            if problem is None:
+                found[package] = bundle
         if problem is not None:
             problems.append(f"{package.name}: {problem}")
     if problems:

@@ -15,12 +15,18 @@ A ``RATTLER_AUTH_FILE`` of your own is read and kept in it (for a host both name
 win).
 
 Rattler keys the file by host alone, not by scheme and port (py-rattler 0.28: an entry ``host:port`` or
-``http://host:port`` is never used). A credential belongs to the origin it was given for (scheme, host and
+``http://host:port`` is never used), and by the host as the WHATWG standard canonicalises it (``2130706433``,
+``0x7f.0.0.1``, ``127.1`` and ``127.0.0.%31`` are ``127.0.0.1``; a unicode name is its punycode). So every
+channel URL is read that way, once (:func:`.._url_parsing.parse_url`, rattler's own rule deciding what is a URL:
+``scheme://``); rattler gets its canonical form, and the credentials are keyed by its canonical host: what is
+compared here is what rattler reads. A credential belongs to the origin it was given for (scheme, host and
 port, as :class:`.._http.Origin` says), so a channel on that host at an origin the credential was not given
 for (``http://host:8080`` beside ``https://user:PW@host``: the password would cross the network in clear
-text) is refused in one line, naming both; so are a channel with both a password and a token, and two
-channels of one host with different credentials, which the file cannot express. A URL that names one host to
-Python and another to rattler (a backslash before its path, :func:`.._urls.two_hosts`) is refused too.
+text; ``http://2130706433:8080`` beside ``http://user:PW@127.0.0.1``) is refused in one line, naming both; so
+are a channel with both a password and a token, two channels of one host with different credentials, which
+the file cannot express, a secret in a channel URL that is not http(s) (rattler would not send it), and a URL
+that cannot be read one way only (:class:`.._url_parsing.UrlRefused`: a backslash before its path names one
+host to Python and another to rattler).
 """
 
 from __future__ import annotations
@@ -37,14 +43,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote
 
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
-from flagtree_feedstock._http import DEFAULT_PORTS, Credential, HttpError, Origin
+from flagtree_feedstock._http import Credential, HttpError, Origin
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._own_files import AUTH, read_own
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
-from flagtree_feedstock._urls import shown_url, two_hosts
+from flagtree_feedstock._url_parsing import DEFAULT_PORTS, Url, UrlRefused, parse_url
+from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ConfigurationError
 
 AUTH_VARIABLE = "RATTLER_AUTH_FILE"
@@ -52,7 +60,9 @@ AUTH_FILE = "auth.json"
 # The start of the name of ``channel install``'s credentials' folder, in the temporary folder.
 _INSTALL_AUTH = "flagtree-feedstock-auth"
 LOGGER = logging.getLogger(__name__)
-_MAX_AUTH_FILE = 1 << 20  # a user's own authentication file: a few entries
+# What rattler takes for a URL rather than a channel name or a path (rattler_conda_types' parse_scheme): a
+# letter, then at most ten letters or digits, then ``://``.
+_URL_SCHEME = re.compile(r"[^\W\d_][^\W_]{0,10}://")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,16 +78,17 @@ class EngineChannels:
         """How to ask for ``url`` (a package of one of the channels, as the solve gives it: no secret in it)
         with the credentials given for its origin, as rattler would: the URL with the ``/t/`` token in its
         path, or the URL and HTTP Basic with the user and password; the URL alone for an origin given none."""
-        origin = _origin(url, url)
-        if origin is None or origin not in self.origins.get(origin.host, frozenset()):
+        read = _read(url, url)
+        origin = _origin(url, read)
+        if read is None or origin is None or origin not in self.origins.get(origin.host, frozenset()):
             return url, None
         entry = self.credentials.get(origin.host)
         if not isinstance(entry, dict):
             return url, None
         if "CondaToken" in entry:
-            parts = urlsplit(url)
             token = quote(str(entry["CondaToken"]), safe="")
-            return urlunsplit(parts._replace(path=f"/t/{token}{parts.path}")), None
+            return read.replaced(pathname=f"/t/{token}{read.path}").href, None
+        url = read.href
         basic = entry["BasicHTTP"]
         user, password = str(basic["username"]), str(basic["password"])
         pair = base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -87,9 +98,10 @@ class EngineChannels:
 def split_credentials(channels: Sequence[str]) -> EngineChannels:
     """``channels`` without their secrets, and those secrets as rattler authentication entries by host.
 
-    Refused (:class:`ConfigurationError`): a channel with a backslash before its path, one with both a
-    password and a token, two channels of one host with different credentials, and a channel on a host that
-    has credentials, at an origin they were not given for.
+    Refused (:class:`ConfigurationError`): a URL that cannot be read one way only (a backslash before its
+    path), one with both a password and a token, a secret in a URL that is not http(s), two channels of one
+    host with different credentials, and a channel on a host that has credentials, at an origin they were not
+    given for (the hosts compared as rattler canonicalises them).
     """
     bare: list[str] = []
     credentials: dict[str, object] = {}
@@ -101,6 +113,12 @@ def split_credentials(channels: Sequence[str]) -> EngineChannels:
         bare.append(url)
         if entry is None:
             continue
+        if not host:
+            raise ConfigurationError(
+                f"channel {shown_url(channel)} carries a password or a /t/ token, but it is not an http:// or "
+                "https:// URL with a host: rattler would not send it",
+                fix="give the channel without it, and its credentials in your RATTLER_AUTH_FILE",
+            )
         if credentials.get(host, entry) != entry:
             raise ConfigurationError(
                 f"channel {shown_url(channel)}: another --channel of {host} has other credentials, and rattler "
@@ -109,9 +127,9 @@ def split_credentials(channels: Sequence[str]) -> EngineChannels:
             )
         credentials[host] = entry
         origins = given.setdefault(host, (channel, set()))[1]
-        origins.update(filter(None, [_origin(channel, url)]))
+        origins.update(filter(None, [_origin(channel, _read(channel, url))]))
     for channel, url in zip(channels, bare, strict=True):
-        origin = _origin(channel, url)
+        origin = _origin(channel, _read(channel, url))
         if origin is None or origin.host not in given:
             continue
         owner, origins = given[origin.host]
@@ -131,37 +149,43 @@ def split_credentials(channels: Sequence[str]) -> EngineChannels:
     )
 
 
-def _origin(channel: str, url: str) -> Origin | None:
-    """The origin of ``channel`` (``url`` without its secrets) when it is an http(s) URL; None for a channel
-    name, a file:// URL or another scheme."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in DEFAULT_PORTS or not parts.hostname:
+def _read(channel: str, url: str) -> Url | None:
+    """``url`` (``channel`` as given, or without its secrets) read as rattler reads it, where rattler takes it
+    for a URL (``scheme://``); None for a channel name or a path. A URL that cannot be read one way only is
+    refused, naming ``channel`` as it may be shown."""
+    if _URL_SCHEME.match(url) is None:
         return None
     try:
-        return Origin.of(url)
+        return parse_url(url)
+    except UrlRefused as exc:
+        raise ConfigurationError(f"channel {shown_url(channel)} {exc}", fix=exc.fix) from None
+
+
+def _origin(channel: str, read: Url | None) -> Origin | None:
+    """The origin of ``read`` (``channel`` read) when it is an http(s) URL; None for a channel name, a file://
+    URL or another scheme."""
+    if read is None or read.scheme not in DEFAULT_PORTS or not read.host:
+        return None
+    try:
+        return Origin.of_url(read)
     except HttpError as exc:
         raise ConfigurationError(f"channel {shown_url(channel)}: {exc}", fix=exc.fix) from None
 
 
 def _split(channel: str) -> tuple[str, str, object | None]:
-    """``channel`` without its secrets, its host and its authentication entry (None without a secret)."""
-    if two_hosts(channel):
-        raise ConfigurationError(
-            f"channel {shown_url(channel)} has a backslash before its path, which rattler reads as the end of "
-            "its host and Python does not: it names two hosts at once",
-            fix="write the URL without it (a backslash in a user name or password is %5C)",
-        )
-    parts = urlsplit(channel)
-    if not parts.scheme or not parts.netloc or parts.scheme == "file":
+    """``channel`` without its secrets, in the canonical form rattler reads (a name or a path as it is), the
+    host its credentials are keyed by ("" for a URL that is not http(s)), and its authentication entry (None
+    without a secret)."""
+    read = _read(channel, channel)
+    if read is None or read.scheme == "file":
         return channel, "", None
-    host = parts.hostname or ""
-    segments = parts.path.split("/")
+    segments = read.path.split("/")
     token = None
-    if len(segments) > 2 and segments[1] == "t":  # /t/<token>/<channel>
+    if len(segments) > 2 and unquote(segments[1]) == "t":  # /t/<token>/<channel>
         token, segments = unquote(segments[2]), ["", *segments[3:]]
-    netloc = parts.netloc.rpartition("@")[2]
-    bare = urlunsplit((parts.scheme, netloc, "/".join(segments), "", ""))
-    if parts.username is not None and token is not None:
+    bare = read.replaced(username="", password="", search="", hash="", pathname="/".join(segments)).href
+    host = read.host if read.scheme in DEFAULT_PORTS else ""
+    if (read.username or read.password) and token is not None:
         raise ConfigurationError(
             f"channel {shown_url(channel)} has both a password and a /t/ token, and rattler takes one "
             "credential per host",
@@ -169,8 +193,8 @@ def _split(channel: str) -> tuple[str, str, object | None]:
         )
     if token is not None:
         return bare, host, {"CondaToken": token}
-    if parts.username is not None:
-        user, password = unquote(parts.username), unquote(parts.password or "")
+    if read.username or read.password:
+        user, password = unquote(read.username), unquote(read.password)
         return bare, host, {"BasicHTTP": {"username": user, "password": password}}
     return bare, host, None
 
@@ -230,10 +254,11 @@ def _own_entries(env: Mapping[str, str]) -> dict[str, object]:
     own = env.get(AUTH_VARIABLE)
     if not own:
         return {}
+    # The user's file (named by the variable): no FIFO, no device, at most 1 MiB (_own_files.AUTH).
+    data = read_own(Path(own), AUTH).data
     try:
-        with Path(own).open("rb") as file:
-            document = parse_json(file.read(_MAX_AUTH_FILE + 1), limit=_MAX_AUTH_FILE)
-    except (OSError, ValueError) as exc:
+        document = parse_json(data, limit=AUTH.limit)
+    except ValueError as exc:
         raise ConfigurationError(
             f"{AUTH_VARIABLE} {own} cannot be read: {exc}",
             fix=f"fix or unset {AUTH_VARIABLE} (a channel's credentials are added to it for the build)",

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._foreign_text import bounded
@@ -36,6 +35,7 @@ from flagtree_feedstock._http import (
     Origin,
     Timeouts,
     open_request,
+    read,
     redact,
     shown_url,
     status_text,
@@ -96,7 +96,8 @@ def exchange_for_key(server_url: str, request: tuple[str, str], timeouts: Timeou
 
 def _oidc_token(url: str, request_token: str, timeouts: Timeouts) -> str:
     try:
-        origin = Origin.of(url)
+        endpoint = read(url)
+        origin = Origin.of_url(endpoint)
     except HttpError as exc:
         raise ConfigurationError(
             f"{REQUEST_URL}: {exc}", fix="let GitHub set it: do not set it yourself"
@@ -107,7 +108,8 @@ def _oidc_token(url: str, request_token: str, timeouts: Timeouts) -> str:
             "would cross the network unencrypted, so nothing is sent",
             fix="let GitHub set it (an https URL): do not set it yourself",
         )
-    target = f"{url}{'&' if urlsplit(url).query else '?'}audience={AUDIENCE}"
+    query = f"{endpoint.query}&" if endpoint.query else ""
+    target = endpoint.replaced(search=f"{query}audience={AUDIENCE}", hash="").href
     where = f"GitHub's OIDC endpoint ({origin})"
     credential = Credential(origin=origin, authorization=f"bearer {request_token}", secret=request_token)
     try:

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
-from urllib.parse import urlsplit
 
-from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, shown_url, unencrypted
+from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, read, shown_url, unencrypted
 from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
 
 from .attestations import read_attestations
@@ -140,18 +139,18 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
     variable = TOKEN_VARIABLES[request.server]
     oidc = _trusted_publishing(request.server, variable, env)
     token = read_token(variable, env, request.server) if oidc is None else ""
-    origin = _checked_origin(request, variable if oidc is None else "the job's OIDC token")
+    origin, server = _checked_origin(request, variable if oidc is None else "the job's OIDC token")
     if oidc is not None:  # what the messages tell the user to check is then prefix.dev's setting, not a key
         variable = "the channel's trusted publishers on prefix.dev"
     timeouts = _timeouts(DEFAULT_TIMEOUT if request.timeout is None else request.timeout)
-    attestations = _attestations(request, packages)
+    attestations = _attestations(request, server, packages)
     if oidc is not None:
-        token = exchange_for_key(request.effective_url, oidc, timeouts)
+        token = exchange_for_key(server, oidc, timeouts)
         LOGGER.info(
             "trusted publishing: this job's OIDC token was exchanged for a short-lived prefix.dev key"
         )
     api = Api(
-        url=request.effective_url.rstrip("/"),
+        url=server,
         credential=Credential(
             origin=origin, authorization=f"{AUTH_SCHEMES[request.server]} {token}", secret=token
         ),
@@ -159,7 +158,7 @@ def upload_channel(request: UploadRequest, env: Mapping[str, str]) -> list[Path]
     )
     files = ServerFiles(
         server=request.server,
-        url=request.effective_url,
+        url=server,
         channel=request.channel,
         credential=api.credential,
         variable=variable,
@@ -215,7 +214,7 @@ def _trusted_publishing(server: Server, variable: str, env: Mapping[str, str]) -
     return oidc
 
 
-def _attestations(request: UploadRequest, packages: list[Path]) -> dict[Path, bytes]:
+def _attestations(request: UploadRequest, server: str, packages: list[Path]) -> dict[Path, bytes]:
     """Each package's attestation from ``--attestations``, checked against it (none without the option)."""
     if request.attestations is None:
         return {}
@@ -224,14 +223,16 @@ def _attestations(request: UploadRequest, packages: list[Path]) -> dict[Path, by
             f"--attestations: {request.server} takes no attestation with an upload",
             fix="drop --attestations (users verify the packages with gh attestation verify)",
         )
-    channel_url = f"{request.effective_url.rstrip('/')}/{request.channel}"
+    channel_url = f"{server}/{request.channel}"
     return read_attestations(request.attestations, packages, channel_url)
 
 
-def _checked_origin(request: UploadRequest, variable: str) -> Origin:
-    """The server's origin, which the token may go to; a --url the token may not go to is refused."""
+def _checked_origin(request: UploadRequest, variable: str) -> tuple[Origin, str]:
+    """The server's origin, which the token may go to, and its URL in the canonical form every request is made
+    from (no trailing slash); a --url the token may not go to is refused."""
     try:
-        origin = Origin.of(request.effective_url)
+        url = read(request.effective_url)
+        origin = Origin.of_url(url)
     except HttpError as exc:
         raise ConfigurationError(
             f"--url {exc}", fix=f"pass --url the server, e.g. {DEFAULT_URLS[request.server]}"
@@ -242,13 +243,13 @@ def _checked_origin(request: UploadRequest, variable: str) -> Origin:
             "network unencrypted, so nothing is sent",
             fix=f"use {Origin('https', origin.host, 443)} (plain http only to this machine: localhost, 127.0.0.1, ::1)",
         )
-    if "@" in urlsplit(request.effective_url).netloc:
+    if url.username or url.password:
         raise ConfigurationError(
             f"--url {request.shown_url} holds a user name or password: it would not be used (the upload "
             f"authenticates with {variable}), and it would sit in your shell history and CI logs",
             fix=f"pass --url without it ({origin}); the token goes in {variable}",
         )
-    return origin
+    return origin, url.href.rstrip("/")
 
 
 def _timeouts(timeout: float) -> Timeouts:

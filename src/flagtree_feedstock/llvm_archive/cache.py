@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from flagtree_feedstock._digest import file_digest
+from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock.errors import ConfigurationError
 
 CHUNK = 1 << 20
@@ -77,15 +78,21 @@ def spool(folder: Path, name: Callable[[str], str]) -> Iterator[_Spooled]:
     """
     folder.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(folder)
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f"{INCOMING}{os.getpid()}-", suffix=".tmp")
+    temporary: str | None = None
     try:
+        # A signal is held from the file's creation until its name is kept here, so the removal below knows it.
+        with deferred_interrupts():
+            descriptor, temporary = tempfile.mkstemp(
+                dir=folder, prefix=f"{INCOMING}{os.getpid()}-", suffix=".tmp"
+            )
         with os.fdopen(descriptor, "wb") as handle:
             spooled = _Spooled(_HashingWriter(handle))
             yield spooled
         spooled.path = folder / name(spooled.sha256)
         Path(temporary).replace(spooled.path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         raise
 
 

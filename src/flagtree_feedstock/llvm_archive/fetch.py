@@ -8,11 +8,10 @@ import math
 import re
 import stat
 import tarfile
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
-from flagtree_feedstock._http import HttpError, Timeouts, open_request, shown_url, status_text
+from flagtree_feedstock._http import HttpError, Timeouts, open_request, read, shown_url, status_text
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
 
 from .cache import file_sha256, human_size, spool
@@ -72,7 +71,11 @@ def download(
     The whole download, connecting included, takes at most ``timeout`` seconds; each wait on the server
     at most :data:`TIMEOUTS`.
     """
-    name = f"{sha256[:16]}-{Path(urllib.parse.urlparse(url).path).name or 'llvm.tar.gz'}"
+    try:
+        path = read(url).path  # as the download reads it: the WHATWG way (_url_parsing.py)
+    except HttpError as exc:
+        raise ConfigurationError(f"--llvm-archive {exc}", fix=exc.fix) from None
+    name = f"{sha256[:16]}-{Path(path).name or 'llvm.tar.gz'}"
     cached = cache / name
     if cached.is_file() and file_sha256(cached) == sha256:
         return cached

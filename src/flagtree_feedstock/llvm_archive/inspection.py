@@ -21,6 +21,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -88,23 +89,26 @@ class Inspection:
         return found["commit"]
 
 
-def inspect_cached(path: Path, sha256: str, cache: Path, *, label: str | None = None) -> Inspection:
+def inspect_cached(
+    path: Path, sha256: str, cache: Path, *, label: str | None = None, handle: io.BufferedReader | None = None
+) -> Inspection:
     """:func:`inspect`, remembered per sha256 in ``cache`` (an archive is read through once)."""
     record = cache / f"{sha256}.inspection-{INSPECTION_FORMAT}.json"
     try:
         return Inspection(**json.loads(record.read_text()))
     except (OSError, ValueError, TypeError):
         pass
-    found = inspect(path, label=label)
+    found = inspect(path, label=label, handle=handle)
     with spool(cache, lambda _: record.name) as out:
         out.writer.write(json.dumps(asdict(found)).encode())
     return found
 
 
-def inspect(path: Path, *, label: str | None = None) -> Inspection:
+def inspect(path: Path, *, label: str | None = None, handle: io.BufferedReader | None = None) -> Inspection:
     """Read ``path`` through once: its members checked, its top folder, its mlir-tblgen, its programs' glibc.
 
-    ``label`` names the archive in messages (what the user gave, where ``path`` is a packed folder).
+    ``label`` names the archive in messages (what the user gave, where ``path`` is a packed folder); ``handle``:
+    ``path`` already open (by the one reader, which checked what it is), read from its start.
     """
     label = label or str(path)
     tops: set[str] = set()
@@ -112,8 +116,9 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
     tool_machine: int | None = None
     needs: list[tuple[str, str]] = []  # (GLIBC_x.y, program)
     try:
-        with _decompressed(path) as raw:
-            tar = TarStream(raw, LIMITS.for_file(path.stat().st_size))
+        with _decompressed(path, handle) as raw:
+            size = os.fstat(handle.fileno()).st_size if handle is not None else path.stat().st_size
+            tar = TarStream(raw, LIMITS.for_file(size))
             for member in tar:
                 parts = member.parts
                 if not parts:
@@ -161,9 +166,12 @@ def inspect(path: Path, *, label: str | None = None) -> Inspection:
 
 
 @contextmanager
-def _decompressed(path: Path) -> Iterator[io.BufferedIOBase]:
-    """``path`` opened for reading, decompressed by its first bytes (gzip, bzip2, xz, or a plain tar)."""
-    with path.open("rb") as handle, ExitStack() as stack:
+def _decompressed(path: Path, opened: io.BufferedReader | None) -> Iterator[io.BufferedIOBase]:
+    """``path`` (or ``opened``, from its start) read, decompressed by its first bytes (gzip, bzip2, xz, or a
+    plain tar)."""
+    with ExitStack() as stack:
+        handle = stack.enter_context(path.open("rb")) if opened is None else opened
+        handle.seek(0)
         magic = handle.read(6)
         handle.seek(0)
         if magic.startswith(b"\x1f\x8b"):

@@ -7,16 +7,18 @@ import logging
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flagtree_feedstock._digest import stream_digest
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._http import shown_url
+from flagtree_feedstock._own_files import LLVM_ARCHIVE, open_own
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.render import RenderedOutput
 from flagtree_feedstock.recipe.variants import near_miss, recipe_keys
 
-from .cache import cache_dir, file_sha256, spool
+from .cache import cache_dir, spool
 from .fetch import DEFAULT_MAX_SIZE, DEFAULT_TIMEOUT, download, pack_folder, parse_size, parse_timeout
 from .inspection import TOP_EXAMPLE, Inspection, inspect_cached
 
@@ -105,7 +107,7 @@ def from_options(
     limit = parse_size(max_size) if max_size else DEFAULT_MAX_SIZE
     seconds = parse_timeout(timeout) if timeout else DEFAULT_TIMEOUT
     cache = cache_dir(env)
-    if value.startswith(_URL_SCHEMES):
+    if value.lower().startswith(_URL_SCHEMES):
         if expected is None:
             raise ConfigurationError(
                 f"--llvm-archive {shown_url(value)} is a URL without a sha256",
@@ -126,18 +128,17 @@ def from_options(
             )
         if path.is_dir():
             path = pack_folder(path, cache)
-    digest = file_sha256(path)
-    if expected is not None and digest != expected:
-        raise ConfigurationError(
-            f"--llvm-archive {shown_url(value)} has sha256 {digest}, not {expected} (--llvm-archive-sha256)",
-            fix="download the archive again, or correct --llvm-archive-sha256",
-        )
-    archive = LlvmArchive(
-        origin=value,
-        url=path.resolve().as_uri(),
-        sha256=digest,
-        inspection=inspect_cached(path, digest, cache, label=shown_url(value)),
-    )
+    # Opened once (the user's file by the one reader: a regular file, no FIFO or device, at most the size bound),
+    # hashed and inspected from that open file.
+    with open_own(path, replace(LLVM_ARCHIVE, limit=limit)) as handle:
+        digest = stream_digest(handle).hex()
+        if expected is not None and digest != expected:
+            raise ConfigurationError(
+                f"--llvm-archive {shown_url(value)} has sha256 {digest}, not {expected} (--llvm-archive-sha256)",
+                fix="download the archive again, or correct --llvm-archive-sha256",
+            )
+        inspection = inspect_cached(path, digest, cache, label=shown_url(value), handle=handle)
+    archive = LlvmArchive(origin=value, url=path.resolve().as_uri(), sha256=digest, inspection=inspection)
     LOGGER.info("flagtree-llvm: from Triton's LLVM archive %s (sha256 %s)", shown_url(value), digest)
     return archive
 

@@ -3,6 +3,7 @@
 - :mod:`.variants`: the variant files (``conda_build_config.yaml``), checked against the keys both recipes use;
 - :mod:`.render`: ``recipe/recipe.yaml`` rendered with them through py-rattler-build, offline;
 - :mod:`.sources`: each rendered output's sources, as the engine will fetch them;
+- :mod:`.engine_inputs`: the build scripts, patches and recipe folder the engine reads itself, checked first;
 - :mod:`.pins`: the pins of ``recipe/conda_build_config.yaml``, read and rewritten in place.
 - :mod:`.staged_recipes`: the recipe folder of a conda-forge staged-recipes pull request, computed from it.
 

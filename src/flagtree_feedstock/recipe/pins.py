@@ -26,9 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._own_files import RECIPE, NotThere, read_own_text, repository_of
 from flagtree_feedstock.errors import ConfigurationError, FileAccessError, file_access_error
 
-from .variants import read_utf8, read_variant_file
+from .variants import parse_variant_text, read_variant_text
 
 # The feedstock's pins that a FlagTree bump moves, in the order the variant file lists them.
 BUMPED_KEYS = (
@@ -42,13 +43,16 @@ BUMPED_KEYS = (
 _BOM = "\ufeff"
 
 
-def read_pins(path: Path) -> dict[str, str]:
-    """The one value of each of :data:`BUMPED_KEYS` in the variant file ``path``."""
-    if not path.is_file():
+def read_pins(path: Path) -> tuple[dict[str, str], str]:
+    """The one value of each of :data:`BUMPED_KEYS` in the variant file ``path`` (the recipe folder's), and the
+    file's text as it was read once (:func:`change_pins` rewrites that text, not the file read again)."""
+    try:
+        text = read_variant_text(path, recipe_dir=path.parent)
+        entries = parse_variant_text(path, text)
+    except NotThere:
         raise ConfigurationError(
             f"variant file {path} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
-        )
-    entries = read_variant_file(path)
+        ) from None
     pins = {}
     for key in BUMPED_KEYS:
         entry = entries.get(key)
@@ -62,12 +66,14 @@ def read_pins(path: Path) -> dict[str, str]:
                 f"{path}:{entry.line}: {key} must be a list of one value to be bumped, not {shown}", fix=shape
             )
         pins[key] = str(value)
-    return pins
+    return pins, text
 
 
-def read_text(path: Path) -> str:
-    """The text of a variant file as it is on disk: line endings untranslated, a byte order mark kept."""
-    return read_utf8(path, "variant file")
+def read_recipe(path: Path) -> str:
+    """The text of the recipe ``path`` (``recipe.yaml`` or ``meta.yaml``), as it is on disk: line endings
+    untranslated, a byte order mark kept; read by the one reader, which refuses a file that is no regular file,
+    leads out of the repository or is larger than a recipe's bound."""
+    return read_own_text(path, RECIPE, inside=repository_of(path.parent))
 
 
 def change_pins(text: str, changes: Mapping[str, str], *, name: str) -> str:

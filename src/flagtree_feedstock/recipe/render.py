@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flagtree_feedstock._engine import require
+from flagtree_feedstock._own_files import RECIPE, read_own_text, repository_of
 from flagtree_feedstock.errors import ConfigurationError, NothingToDoError
 from flagtree_feedstock.platforms import PlatformName
 
@@ -83,7 +84,7 @@ def engine_variants(
     """
     rb = require("rattler_build", "py-rattler-build")
     keys = recipe_keys(recipe_dir)
-    texts = {path: read_variant_text(path) for path in variant_files}
+    texts = {path: read_variant_text(path, recipe_dir=recipe_dir) for path in variant_files}
     known = pinning_keys(root_files, texts)
     ignored = check_variant_files(variant_files, keys, strict=strict, texts=texts, known=known)
     jinja = rb.JinjaConfig(platform=rb.PlatformConfig(target_platform=target, build_platform=build))
@@ -151,10 +152,7 @@ def render(
     engine sees them (:func:`engine_variants`; ``root_files``: those given as ``-e``).
     """
     rb = require("rattler_build", "py-rattler-build")
-    if not recipe.is_file():
-        raise ConfigurationError(
-            f"recipe {recipe} does not exist", fix="pass --recipe-dir DIR, the folder holding recipe.yaml"
-        )
+    text = read_own_text(recipe, RECIPE, inside=repository_of(recipe.parent))
     variants = engine_variants(
         variant_files,
         recipe_dir=recipe.parent,
@@ -165,7 +163,7 @@ def render(
         root_files=root_files,
     )
     try:
-        stage0 = rb.Stage0Recipe.from_file(recipe)
+        stage0 = _parsed(text, recipe)
         rendered = stage0.render(
             variant_config=variants,
             render_config=rb.RenderConfig(
@@ -180,6 +178,26 @@ def render(
             f"every output of {recipe} is skipped for {target}", fix="choose another --target-platform"
         )
     return outputs
+
+
+def _parsed(text: str, recipe: Path) -> Any:  # noqa: ANN401 - rattler_build.stage0.Stage0Recipe
+    """``Stage0Recipe.from_file(recipe)``, given the text the toolkit read.
+
+    py-rattler-build 0.73's public entries either open ``recipe`` again by name (``from_file``: unbounded, and
+    blocking on a FIFO) or write the text into a folder of their own (``from_yaml``), which then becomes the
+    recipe path that the build scripts, patches and test files are found from. This is ``from_file``'s own body
+    (stage0.py) without its read: the engine's binding parses the text, and the recipe path stays ``recipe``.
+    """
+    from rattler_build import RepodataRevision  # noqa: PLC0415
+    from rattler_build._rattler_build import stage0  # type: ignore[import-not-found]  # noqa: PLC0415 - no stub
+    from rattler_build.stage0 import MultiOutputRecipe, SingleOutputRecipe  # noqa: PLC0415
+
+    path = recipe.resolve()
+    revision = RepodataRevision.LEGACY
+    wrapper = stage0.Stage0Recipe.from_yaml(text, repodata_revision=revision)
+    if wrapper.is_single_output():
+        return SingleOutputRecipe(wrapper.as_single_output(), wrapper, path, repodata_revision=revision)
+    return MultiOutputRecipe(wrapper.as_multi_output(), wrapper, path, repodata_revision=revision)
 
 
 # What py-rattler-build 0.73 puts in a render error: Rust's debug text of the error, e.g.

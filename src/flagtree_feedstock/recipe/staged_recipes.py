@@ -28,7 +28,23 @@ from typing import Any
 
 import yaml
 
+from flagtree_feedstock._interrupts import deferred_interrupts
+from flagtree_feedstock._own_files import (
+    PATCH,
+    RECIPE,
+    RECIPE_FILE,
+    SCRIPT,
+    SETTINGS,
+    VARIANT,
+    Kind,
+    NotThere,
+    OwnFile,
+    decode_utf8,
+    read_own,
+)
 from flagtree_feedstock.errors import ConfigurationError
+
+from .engine_inputs import script_files
 
 RECIPE_NAME = "flagtree-cpu"
 # GitHub's rule for a user name: letters, digits and single hyphens inside, at most 39 characters.
@@ -44,10 +60,11 @@ SKIPPED_NAMES = ("__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache",
 
 @dataclass(frozen=True, kw_only=True)
 class StagedRecipe:
-    """``recipe.yaml`` as the pull request holds it, and every other file by its path in the recipe folder."""
+    """``recipe.yaml`` as the pull request holds it, and every other file by its path in the recipe folder, as
+    the one reader read it (its bytes and permission bits: what is written is what was checked)."""
 
     recipe_text: str
-    files: dict[PurePosixPath, Path]
+    files: dict[PurePosixPath, OwnFile]
 
 
 def check_maintainers(handles: Sequence[str]) -> list[str]:
@@ -79,13 +96,18 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
     names = check_maintainers(maintainers)
     recipe_dir = root / "recipe"
     recipe_path = recipe_dir / "recipe.yaml"
+    reader = _Reader(root)
     try:
-        text = recipe_path.read_text(encoding="utf-8")
+        text = decode_utf8(recipe_path, reader.read(recipe_path, RECIPE).data, RECIPE.name)
         recipe = yaml.safe_load(text)
-    except (OSError, yaml.YAMLError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+    except NotThere:
         raise ConfigurationError(
-            f"cannot read {recipe_path}: {reason}",
+            f"cannot read {recipe_path}: No such file or directory",
+            fix="run from the feedstock's root (it holds recipe/), or pass --recipe-dir",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(
+            f"cannot read {recipe_path}: {str(exc).splitlines()[0]}",
             fix="run from the feedstock's root (it holds recipe/), or pass --recipe-dir",
         ) from None
     files: dict[PurePosixPath, Path] = {
@@ -97,26 +119,37 @@ def plan(root: Path, maintainers: Sequence[str]) -> StagedRecipe:
     for parts in _sections(recipe):
         for source in _sources(parts):
             text = _source_files(root, recipe_dir, source, parts, text, files)
-        for script in [*_script_files(parts), *_inline_references(parts, recipe_path)]:
-            for relative in _followed(recipe_dir, script):
+        for script in [*script_files(parts), *_inline_references(parts, recipe_path)]:
+            for relative in _followed(recipe_dir, script, reader):
                 files[PurePosixPath(relative)] = recipe_dir / relative
         files.update(_test_files(recipe_dir, parts))
     text = TOOLKIT_CONTEXT.sub("", text)
-    _no_link_out(root, [recipe_path, *files.values()])
-    return StagedRecipe(recipe_text=_with_maintainers(text, names, recipe_path), files=files)
+    # Each file read through the one reader, which refuses a file that is (or lies under) a link out of the
+    # repository: its copy would put a file of this machine, not of the repository, into the pull request.
+    contents = {relative: reader.read(path, _kind(relative)) for relative, path in files.items()}
+    return StagedRecipe(recipe_text=_with_maintainers(text, names, recipe_path), files=contents)
 
 
-def _no_link_out(root: Path, files: Iterable[Path]) -> None:
-    """Refuse a file that is (or lies under) a symbolic link out of the repository at ``root``: its copy would
-    put a file of this machine, not of the repository, into the pull request."""
-    repository = root.resolve()
-    for file in files:
-        target = file.resolve()
-        if not target.is_relative_to(repository):
-            raise ConfigurationError(
-                f"{file} is a link to {target}, outside this repository: the staged recipe would copy it",
-                fix="replace the link with the file it points to, or with a link inside the repository",
-            )
+class _Reader:
+    """The files of the repository at ``root``, each read once through the one reader."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._read: dict[Path, OwnFile] = {}
+
+    def read(self, path: Path, kind: Kind) -> OwnFile:
+        if path not in self._read:
+            self._read[path] = read_own(path, kind, inside=self._root)
+        return self._read[path]
+
+
+def _kind(relative: PurePosixPath) -> Kind:
+    """The kind of a file of the staged recipe, by its place and name (for its size bound)."""
+    if relative.suffix in {".sh", ".bat", ".fish"}:
+        return SCRIPT
+    if relative.suffix == ".patch":
+        return PATCH
+    return {"conda_build_config.yaml": VARIANT, "conda-forge.yml": SETTINGS}.get(str(relative), RECIPE_FILE)
 
 
 def _source_files(  # noqa: PLR0917 - one source of one output, and what it adds to
@@ -164,27 +197,34 @@ def write(staged: StagedRecipe, output: Path) -> Path:
     if target.exists():
         raise ConfigurationError(f"{target} already exists", fix="remove it, or pass another --output")
     made = [p for p in (output, output / "recipes") if not p.exists()]
-    (output / "recipes").mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{RECIPE_NAME}.", dir=output / "recipes"))
+    scratch: Path | None = None
     try:
+        # A signal is held from each folder's creation until the cleanup below knows it.
+        with deferred_interrupts():
+            (output / "recipes").mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{RECIPE_NAME}.", dir=output / "recipes"))
         (scratch / "recipe.yaml").write_text(staged.recipe_text, encoding="utf-8")
-        for relative, source in sorted(staged.files.items()):
+        for relative, content in sorted(staged.files.items()):
             destination = scratch / relative
             destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, destination)
+            destination.write_bytes(content.data)
+            destination.chmod(content.mode)
         scratch.chmod(0o755)
         scratch.rename(target)
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        for folder in reversed(made):
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
+        with deferred_interrupts():
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            for folder in reversed(made):
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
         raise
     return target
 
 
 def _existing(path: Path, what: str) -> Path:
-    if not path.is_file():
+    """``path``, when there is something by that name: what it is (a FIFO, a link out) the reader judges."""
+    if not os.path.lexists(path):
         raise ConfigurationError(f"{path} ({what}) is missing", fix="run from the feedstock's root")
     return path
 
@@ -214,16 +254,6 @@ def _branches(entries: Iterable[Any]) -> Iterator[dict[str, Any]]:
             yield entry
 
 
-def _script_files(parts: dict[str, Any]) -> Iterator[str]:
-    """The build script files an output names (``script: X.sh`` or ``script: {file: X}``)."""
-    script = (parts.get("build") or {}).get("script")
-    if isinstance(script, dict) and "file" in script:
-        name = str(script["file"])
-        yield name if Path(name).suffix else f"{name}.sh"
-    elif isinstance(script, str) and "\n" not in script and script.endswith((".sh", ".bat")):
-        yield script
-
-
 def _inline_references(parts: dict[str, Any], recipe_path: Path) -> list[str]:
     """What an inline build script (a list of commands, or ``content:``) reads through ``${RECIPE_DIR}``."""
     script = (parts.get("build") or {}).get("script")
@@ -235,7 +265,7 @@ def _inline_references(parts: dict[str, Any], recipe_path: Path) -> list[str]:
     return list(_recipe_dir_references("\n".join(lines), recipe_path))
 
 
-def _followed(recipe_dir: Path, script: str) -> list[str]:
+def _followed(recipe_dir: Path, script: str, reader: _Reader) -> list[str]:
     """``script`` and every file of the recipe folder it reads through ``${RECIPE_DIR}``, at any depth."""
     found: list[str] = []
     pending = [script]
@@ -246,7 +276,8 @@ def _followed(recipe_dir: Path, script: str) -> list[str]:
         path = _existing(recipe_dir / name, "a file the recipe's build scripts read")
         found.append(name)
         if path.suffix == ".sh":
-            pending.extend(_recipe_dir_references(path.read_text(encoding="utf-8"), path))
+            text = decode_utf8(path, reader.read(path, SCRIPT).data, SCRIPT.name)
+            pending.extend(_recipe_dir_references(text, path))
     return found
 
 
@@ -299,14 +330,13 @@ def _named_under(folder: str, parts: dict[str, Any]) -> list[str]:
 
 def _tree(path: Path) -> Iterator[tuple[Path, str]]:
     """Each file under ``path`` (or ``path`` itself) with its place below it; caches and metadata left out."""
-    if path.is_file():
-        yield path, ""
-        return
     if not path.is_dir():
-        raise ConfigurationError(f"{path} is missing", fix="run from a whole checkout of the feedstock")
+        yield _existing(path, "a file of the path source"), ""
+        return
     for file in sorted(path.rglob("*")):
         relative = file.relative_to(path)
-        if file.is_file() and not any(
+        # Every entry but a folder: a FIFO or a link out is the reader's to refuse, not to be left out.
+        if not file.is_dir() and not any(
             part in SKIPPED_NAMES or part.endswith(".egg-info") for part in relative.parts
         ):
             yield file, relative.as_posix()

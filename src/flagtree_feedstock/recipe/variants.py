@@ -23,14 +23,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flagtree_feedstock.errors import ConfigurationError, file_access_error
+from flagtree_feedstock._own_files import RECIPE, VARIANT, decode_utf8, read_own, read_own_text, repository_of
+from flagtree_feedstock.errors import ConfigurationError
 
 VARIANT_FILE = "conda_build_config.yaml"
 
@@ -58,11 +58,6 @@ _HEX = {"_commit": (40, "a full git commit (40 hex digits)"), "_sha256": (64, "a
 # Keys whose entries are python versions, as conda-forge writes them: "3.12", or "3.12.* *_cpython" (a version
 # and a build string glob).
 _PYTHON_KEYS = frozenset({"python", "python_min"})
-# Where the variant files come from, for a fix that names a file that is not there.
-_WHICH_FILES = (
-    "--variant-config FILE adds a file; the root conda_build_config.yaml is read from the current folder, "
-    "or from --exclusive-config-file FILE"
-)
 _PYTHON_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(\.\*)?( +[^ ]+)?")
 
 
@@ -73,7 +68,8 @@ def variant_files(
     ``recipe_dir``'s own one when it exists, then the ``added`` ones (``-m``); a file named twice is read once,
     at its last place, as conda-build reads it."""
     own = recipe_dir / VARIANT_FILE
-    given = [*root_files, *((own,) if own.is_file() else ()), *added]
+    # There (a FIFO, a link to /dev/zero too): then read_variant_text refuses it, rather than the build skip it.
+    given = [*root_files, *((own,) if os.path.lexists(own) else ()), *added]
     return tuple(
         path
         for index, path in enumerate(given)
@@ -109,28 +105,39 @@ def recipe_keys(recipe_dir: Path) -> RecipeKeys:
     names: set[str] = set()
     mandatory: set[str] = set()
     requirements: set[str] = set()
-    recipes = []
-    v1 = recipe_dir / "recipe.yaml"
-    if v1.is_file():
-        recipes.append(v1)
-        text = read_utf8(v1, "recipe")
-        found, requirements = _v1_names(text, jinja2)
+    texts = recipe_texts(recipe_dir)
+    for recipe, text in texts.items():
+        v1 = recipe.name == "recipe.yaml"
+        if v1:
+            found, requirements = _v1_names(text, jinja2)
+        else:
+            found = _template_names(text, _environment(jinja2, v1=False), jinja2)
         names |= found
-        mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=True), jinja2)
-    meta = recipe_dir / "meta.yaml"
-    if meta.is_file():
-        recipes.append(meta)
-        text = read_utf8(meta, "recipe")
-        found = _template_names(text, _environment(jinja2, v1=False), jinja2)
-        names |= found
-        mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=False), jinja2)
-    implied = {f"{lang}_{kind}{suffix}" for kind, lang in _calls(recipes) for suffix in ("", "_version")}
+        mandatory |= found - _defaulted_names(text, _environment(jinja2, v1=v1), jinja2)
+    implied = {
+        f"{lang}_{kind}{suffix}"
+        for text in texts.values()
+        for kind, lang in _COMPILER_CALL.findall(text)
+        for suffix in ("", "_version")
+    }
     return RecipeKeys(
-        recipes=tuple(recipes),
+        recipes=tuple(texts),
         used=frozenset((names - _ENGINE_NAMES) | implied | requirements | _STRUCTURE_KEYS),
         needed=frozenset(mandatory - _ENGINE_NAMES),
         python_matrix="python" in requirements,
     )
+
+
+def recipe_texts(recipe_dir: Path) -> dict[Path, str]:
+    """The text of each of ``recipe_dir``'s ``recipe.yaml`` and ``meta.yaml`` that is there (a name that is
+    there but no regular file inside the repository is refused, not skipped), each read once through
+    :func:`~flagtree_feedstock._own_files.read_own`."""
+    repository = repository_of(recipe_dir)
+    return {
+        recipe: read_own_text(recipe, RECIPE, inside=repository)
+        for recipe in (recipe_dir / "recipe.yaml", recipe_dir / "meta.yaml")
+        if os.path.lexists(recipe)
+    }
 
 
 def _defaulted_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401
@@ -154,11 +161,6 @@ def template_variables(template: str) -> frozenset[str]:
     import jinja2.meta  # noqa: PLC0415
 
     return frozenset(_template_names(template, _environment(jinja2, v1=True), jinja2) - _ENGINE_NAMES)
-
-
-def _calls(recipes: Sequence[Path]) -> Iterator[tuple[str, str]]:
-    for recipe in recipes:
-        yield from _COMPILER_CALL.findall(read_utf8(recipe, "recipe"))
 
 
 def _environment(jinja2: Any, *, v1: bool) -> Any:  # noqa: ANN401 - the jinja2 module and its Environment
@@ -260,9 +262,8 @@ class Entry:
     shown: tuple[str, ...] = ()
 
 
-# Bounds on a variant file, checked before YAML or the engine reads it: conda-forge's whole global pinning is
-# about 20 KB and 4 levels deep; a larger or deeper file is refused, not parsed (issue 28 item 7).
-MAX_VARIANT_FILE_BYTES = 256 * 1024
+# The depth of a variant file, checked before YAML or the engine reads it (its size: _own_files.VARIANT):
+# conda-forge's whole global pinning is 4 levels deep; a deeper file is refused, not parsed (issue 28 item 7).
 MAX_VARIANT_DEPTH = 16
 # The longest value: a sha256 is 64 characters, a python entry 20; a value of a megabyte costs the render seconds.
 MAX_VALUE_CHARS = 256
@@ -274,21 +275,20 @@ def check_variant_files(
     files: Sequence[Path],
     keys: RecipeKeys,
     *,
+    texts: Mapping[Path, str],
     strict: bool = False,
-    texts: Mapping[Path, str] | None = None,
     known: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """Raise one :class:`ConfigurationError` listing every problem of ``files`` for recipes using ``keys``.
 
     Keys the recipes do not use are returned, sorted: conda-build ignores them (conda-forge's global pinning
     sets hundreds), and so does the render; with ``strict`` they are problems, with no "did you mean" for a
-    key of the global pinning (``known``: :func:`pinning_keys`). ``texts`` holds each file's text when the
-    caller has read it (:func:`read_variant_text`).
+    key of the global pinning (``known``: :func:`pinning_keys`). ``texts`` holds each file's text, read by
+    :func:`read_variant_text`.
     """
     entries: dict[str, list[Entry]] = {}
     for path in files:
-        text = texts[path] if texts is not None and path in texts else read_variant_text(path)
-        for name, entry in parse_variant_text(path, text).items():
+        for name, entry in parse_variant_text(path, texts[path]).items():
             entries.setdefault(name, []).append(entry)
     unknown = [*_unknown(entries, keys, known)]
     used = {name: found for name, found in entries.items() if name in keys.used}  # the others are not read
@@ -298,59 +298,23 @@ def check_variant_files(
     return tuple(sorted(name for name in entries if name not in keys.used))
 
 
-def read_variant_file(path: Path) -> dict[str, Entry]:
+def read_variant_file(path: Path, *, recipe_dir: Path | None = None) -> dict[str, Entry]:
     """Each key of the variant file ``path`` with its line and values; a problem of the file as a whole (not
     there, not a regular file, too large or too deep, not UTF-8, not YAML, not a mapping, a key set twice) is
-    one :class:`ConfigurationError` naming it."""
-    return parse_variant_text(path, read_variant_text(path))
+    one :class:`ConfigurationError` naming it (``recipe_dir``: as for :func:`read_variant_text`)."""
+    return parse_variant_text(path, read_variant_text(path, recipe_dir=recipe_dir))
 
 
-_KINDS = (
-    (stat.S_ISDIR, "a folder", "the path of a conda_build_config.yaml, not of a folder"),
-    (stat.S_ISFIFO, "a pipe (FIFO)", "a regular file: save what the pipe gives to a file first"),
-    (stat.S_ISSOCK, "a socket", "the path of a regular file"),
-    (stat.S_ISCHR, "a character device", "the path of a regular file"),
-    (stat.S_ISBLK, "a block device", "the path of a regular file"),
-)
+def read_variant_text(path: Path, *, recipe_dir: Path | None = None) -> str:
+    """The text of the variant file ``path``, read by :func:`~flagtree_feedstock._own_files.read_own` (a
+    regular file of at most 256 KiB, read once, without blocking on a pipe), UTF-8, without NUL bytes, nested at
+    most :data:`MAX_VARIANT_DEPTH` deep; anything else is one :class:`ConfigurationError` naming the file.
 
-
-def read_variant_text(path: Path) -> str:
-    """The text of the variant file ``path``: a regular file of at most :data:`MAX_VARIANT_FILE_BYTES`, UTF-8,
-    without NUL bytes, nested at most :data:`MAX_VARIANT_DEPTH` deep; anything else is one
-    :class:`ConfigurationError` naming the file. Read once, without blocking on a pipe."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ConfigurationError(
-            f"variant file {path} does not exist", fix=f"correct the path ({_WHICH_FILES})"
-        ) from None
-    except IsADirectoryError:
-        raise ConfigurationError(
-            f"variant file {path} is a folder, not a file",
-            fix="pass the path of a conda_build_config.yaml, not of a folder",
-        ) from None
-    except NotADirectoryError:
-        raise ConfigurationError(
-            f"variant file {path} does not exist: a part of its path is a file, not a folder",
-            fix=f"correct the path ({_WHICH_FILES})",
-        ) from None
-    except OSError as exc:  # a permission, a loop of links, a name too long: the path and the fix
-        raise file_access_error(exc) from None
-    mode = os.fstat(descriptor).st_mode
-    for test, kind, instead in _KINDS:
-        if test(mode):
-            os.close(descriptor)
-            raise ConfigurationError(f"variant file {path} is {kind}, not a file", fix=f"pass {instead}")
-    try:
-        with os.fdopen(descriptor, "rb") as file:
-            data = file.read(MAX_VARIANT_FILE_BYTES + 1)
-    except OSError as exc:  # an I/O error of the disk: named with the file
-        raise file_access_error(OSError(exc.errno, exc.strerror, str(path))) from None
-    if len(data) > MAX_VARIANT_FILE_BYTES:
-        raise ConfigurationError(
-            f"variant file {path} is larger than {MAX_VARIANT_FILE_BYTES // 1024} KiB",
-            fix="a variant file holds a few lists of values: pass the right file, or split it",
-        )
+    The variant file of the recipe folder ``recipe_dir`` is a file of the repository, which may not lead out of
+    it; the others (``-e``, ``-m``, the root one in the current folder) are the user's to name.
+    """
+    own = recipe_dir is not None and path == recipe_dir / VARIANT_FILE
+    data = read_own(path, VARIANT, inside=repository_of(recipe_dir) if own and recipe_dir else None).data
     nul = data.find(b"\0")
     if nul >= 0:
         line = data[:nul].count(b"\n") + 1
@@ -358,7 +322,7 @@ def read_variant_text(path: Path) -> str:
             f"variant file {path} holds a NUL byte at offset {nul} (line {line})",
             fix=f"save {path.name} as UTF-8 text",
         )
-    text = _decode(path, data, "variant file")
+    text = decode_utf8(path, data, VARIANT.name)
     _check_depth(path, text)
     return text
 
@@ -428,22 +392,6 @@ def parse_variant_text(path: Path, text: str) -> dict[str, Entry]:
             shown=tuple(_shown(item) for item in items),
         )
     return entries
-
-
-def read_utf8(path: Path, what: str) -> str:
-    """The text of ``path``; bytes that are not UTF-8 are one error naming the file, the offset and the line."""
-    return _decode(path, path.read_bytes(), what)
-
-
-def _decode(path: Path, data: bytes, what: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ConfigurationError(
-            f"{what} {path} is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line})",
-            fix=f"save {path.name} as UTF-8 text",
-        ) from None
 
 
 _NULL_TAG = "tag:yaml.org,2002:null"
