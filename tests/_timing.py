@@ -86,6 +86,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cost_after_signal(process: subprocess.Popen[str], signum: int, timeout: float) -> tuple[float, float]:
+    """Send ``signum`` to ``process`` and wait (at most ``timeout`` seconds, scaled) until it has ended: the CPU
+    seconds it spent after the signal, and the seconds on the clock. One that ended before the signal is still
+    there to be read: the signal goes by its pid (``Popen.send_signal`` would first reap it)."""
+    spent = cpu_seconds(process.pid)
+    os.kill(process.pid, signum)
+    sent = time.monotonic()
+    cpu = cpu_until_it_ends(process, timeout) - spent
+    return cpu, time.monotonic() - sent
+
+
 def cpu_until_it_ends(process: subprocess.Popen[str], timeout: float) -> float:
     """Wait until ``process`` has ended (at most ``timeout`` seconds, scaled), without reaping it: the CPU
     seconds it used in all. Its output must fit in its pipes meanwhile (a line or two), as nothing reads them."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from _publish_standins import Reply, Request, StandIn
-from _timing import cpu_seconds, cpu_until_it_ends, seconds
+from _timing import cost_after_signal, seconds
 from flagtree_feedstock._foreign_text import MESSAGE_CHARS
 from flagtree_feedstock._urls import one_line, shown_text
 
@@ -174,16 +174,13 @@ def test_sigterm_ends_a_command_busy_with_foreign_input_within_a_second(
     start_up = time.monotonic() - started
     (tmp_path / "large").mkdir()
     case = make(tmp_path / "large", field, stack)
-    process = _popen(case)
-    time.sleep(start_up + seconds(1))
-    process.send_signal(signal.SIGTERM)
-    sent, spent = time.monotonic(), cpu_seconds(process.pid)
-    try:
-        cpu = cpu_until_it_ends(process, seconds(60)) - spent
-        ended = time.monotonic() - sent
-        _, stderr = process.communicate(timeout=seconds(30))
-    finally:
-        process.kill()
+    with _popen(case) as process:
+        try:
+            time.sleep(start_up + seconds(1))
+            cpu, ended = cost_after_signal(process, signal.SIGTERM, seconds(60))
+            _, stderr = process.communicate(timeout=seconds(30))
+        finally:
+            process.kill()
     # ended by the signal (143), or done before it came (the refusal, 2)
     assert process.returncode in (143, 2), stderr
     # Its own CPU time: on the clock a loaded machine stretches that second; no wait beyond it either.

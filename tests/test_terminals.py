@@ -56,15 +56,20 @@ def run(
         "COLUMNS": "40",  # a pipe ignores it; a terminal this narrow would wrap everything
         **(env or {}),
     }
-    done = subprocess.run(
+    done = _console_script(argv, full_env)
+    return done.returncode, done.stdout.decode(encoding), done.stderr.decode(encoding)
+
+
+def _console_script(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` (its first word a console script of this environment) run from the repository, its output kept."""
+    return subprocess.run(
         [str(BIN / argv[0]), *argv[1:]],
         capture_output=True,
-        env=full_env,
+        env=env,
         cwd=ROOT,
         check=False,
         timeout=seconds(600),
     )
-    return done.returncode, done.stdout.decode(encoding), done.stderr.decode(encoding)
 
 
 def no_traceback(out: str, err: str) -> None:
@@ -288,14 +293,7 @@ def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
 
 
 def in_a_pipe(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    done = subprocess.run(
-        [str(BIN / argv[0]), *argv[1:]],
-        capture_output=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-        timeout=seconds(600),
-    )
+    done = _console_script(argv, env)
     return done.returncode, ESCAPE.sub("", (done.stdout + done.stderr).decode())
 
 
