@@ -151,7 +151,8 @@ def test_only_one_mutation_and_the_table(toy_repository: Path) -> None:
     rows = [line for line in done.stdout.splitlines() if "add-subtracts" in line]
     assert len(rows) == 1 and "caught" in rows[0] and "tests/test_toy.py::test_add" in rows[0]
     assert done.stdout.splitlines()[-1] == (
-        "1 caught, 0 survived, 0 skipped, 0 could not run (stale, baseline-fails, not-live, timeout)"
+        "1 caught, 0 survived, 0 equivalent, 0 skipped, "
+        "0 could not run or were wrongly marked (stale, baseline-fails, not-live, timeout, not-equivalent)"
     )
 
 
