@@ -106,11 +106,21 @@ def test_a_lock_path_that_is_no_file_is_refused(
     )
 
 
+@pytest.mark.parametrize(
+    "foreign",
+    [
+        "my notes, which happen to have this name\n",
+        "my notes, which happen to have this name,\nand go on\n\nfor a while\n",
+        # The first line is what an old lock file held (`process <pid>`), but that was all it ever held.
+        "process 12\nand then my notes\n",
+    ],
+    ids=["one-line", "lines", "old-record-then-more"],
+)
 def test_a_file_that_is_not_a_lock_record_is_refused_not_overwritten(
-    tmp_path: Path, channel: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, channel: Path, capsys: pytest.CaptureFixture[str], foreign: str
 ) -> None:
     lock = tmp_path / ".channel.lock"
-    lock.write_text("my notes, which happen to have this name\n")
+    lock.write_text(foreign)
     status, err = _index(channel, capsys)
     assert status == 10
     assert error_line(err) == (
@@ -118,7 +128,7 @@ def test_a_file_that_is_not_a_lock_record_is_refused_not_overwritten(
         f"which is left as it is) (fix: move {lock} away (flagtree-feedstock makes its lock file for {channel} "
         "there), then rerun)"
     )
-    assert lock.read_text() == "my notes, which happen to have this name\n"
+    assert lock.read_text() == foreign
 
 
 def test_a_lock_file_is_written_in_place_never_truncated(tmp_path: Path, channel: Path) -> None:
