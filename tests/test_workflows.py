@@ -748,23 +748,24 @@ def test_the_mutations_run_weekly_over_a_matrix_of_shards_set_up_as_the_tests_jo
 
 def _toy_catalogue(repo: Path) -> None:
     """A repository with this checkout's runner and two mutations in two selections: one caught, one not."""
-    (repo / "mutations").mkdir(parents=True)
-    shutil.copy(ROOT / "mutations" / "run.py", repo / "mutations" / "run.py")
-    (repo / "src" / "toypkg").mkdir(parents=True)
-    (repo / "src" / "toypkg" / "__init__.py").write_text("def add(a, b):\n    return a + b\n\n\nSPARE = 1\n")
-    (repo / "tests").mkdir()
-    (repo / "tests" / "test_toy.py").write_text(
-        "import toypkg\n\n\ndef test_add():\n    assert toypkg.add(2, 3) == 5\n\n\n"
-        "def test_also():\n    assert toypkg.add(1, 1) == 2\n"
-    )
-    (repo / "mutations" / "toy.toml").write_text(
-        "[[mutation]]\nid = 'caught'\nfile = 'src/toypkg/__init__.py'\nfind = 'a + b'\nreplace = 'a - b'\n"
-        "tests = ['tests/test_toy.py::test_add']\nwhy = 'x'\n\n"
-        "[[mutation]]\nid = 'survives'\nfile = 'src/toypkg/__init__.py'\nfind = 'SPARE = 1'\n"
-        "replace = 'SPARE = 2'\ntests = ['tests/test_toy.py::test_also']\nwhy = 'y'\n"
-    )
-    (repo / ".venv" / "bin").mkdir(parents=True)
-    (repo / ".venv" / "bin" / "activate").write_text("# this test's python is already the venv's\n")
+    files = {
+        "src/toypkg/__init__.py": "def add(a, b):\n    return a + b\n\n\nSPARE = 1\n",
+        "tests/test_toy.py": (
+            "import toypkg\n\n\ndef test_add():\n    assert toypkg.add(2, 3) == 5\n\n\n"
+            "def test_also():\n    assert toypkg.add(1, 1) == 2\n"
+        ),
+        "mutations/toy.toml": (
+            "[[mutation]]\nid = 'caught'\nfile = 'src/toypkg/__init__.py'\nfind = 'a + b'\nreplace = 'a - b'\n"
+            "tests = ['tests/test_toy.py::test_add']\nwhy = 'x'\n\n"
+            "[[mutation]]\nid = 'survives'\nfile = 'src/toypkg/__init__.py'\nfind = 'SPARE = 1'\n"
+            "replace = 'SPARE = 2'\ntests = ['tests/test_toy.py::test_also']\nwhy = 'y'\n"
+        ),
+        "mutations/run.py": (ROOT / "mutations" / "run.py").read_text(),
+        ".venv/bin/activate": "# this test's python is already the venv's\n",
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
 
 
