@@ -1,38 +1,53 @@
 """Mutation testing: break the repository in realistic ways, one mutation at a time, and see the tests catch it.
 
-    python mutations/run.py                  # every mutation of mutations/*.toml
+    python mutations/run.py                  # every mutation of mutations/*.toml, a job per core
     python mutations/run.py --only ID        # one (repeat --only for more)
+    python mutations/run.py --shard 2/4      # the second of four parts of the catalogue (CI's matrix)
     python mutations/run.py --list           # the catalogue; nothing runs
 
 Each mutation (an entry of a ``mutations/*.toml`` file, tests/README.md has the format) replaces its ``find``
 text, which must occur exactly once, in a scratch copy of the repository (the files git tracks or would track,
 as they are in the working tree), runs its ``tests`` there with pytest, and puts the file back. It is caught
 when those tests fail. First the same tests run on the unmutated copy and must pass, so a failure is the
-mutation's. The copy's code is the code that runs: its ``src`` and ``flagtree-doctor/src`` come first on
-PYTHONPATH (the editable install points at this working tree), and for every mutated module the runner checks
-that Python imports it from the copy. No bytecode is written (a stale ``.pyc`` could hide a mutation), and
-PYTEST_ADDOPTS is dropped (.ci/run's report option is not a mutation's).
+mutation's: once per test selection, however many mutations share it. The copy's code is the code that runs:
+its ``src`` and ``flagtree-doctor/src`` come first on PYTHONPATH (the editable install points at this working
+tree), and for every mutated module the runner checks that Python imports it from the copy. No bytecode is
+written (a stale ``.pyc`` could hide a mutation), and PYTEST_ADDOPTS is dropped (.ci/run's report option is not
+a mutation's).
 
-The result is a table: caught (and the first test that failed), survived, skipped (an environment variable
-in ``requires`` is unset), stale (the ``find`` text is not in its file exactly once), baseline-fails,
-not-live (Python would import the mutated module from elsewhere) or timeout. Exit
-status 0 when every mutation that ran was caught, 1 otherwise, 2 for a catalogue or command-line error. Not
-part of `python -m pytest` (tests/test_mutations.py runs this script on a tiny catalogue).
+``--jobs N`` (default: the cores) runs N pytest runs at once, each in a scratch copy of its own; a copy is put
+back after each mutation, so any free job takes the next run. Progress and an estimate of the time left go to
+stderr. ``--shard K/N`` takes the K-th of N parts of the catalogue: whole test selections (so a baseline is
+never run in two shards), balanced by their runs, the same parts for the same catalogue on any machine.
+
+The result is a table: caught (and the first test that failed), survived, equivalent (an entry that says why no
+behaviour can tell it apart, in its ``equivalent`` key, and that survived), not-equivalent (it says so, yet a
+test caught it: drop the key), skipped (an environment variable in ``requires`` is unset, or every test of its
+selection skips on this machine), stale (the ``find`` text is not in its file exactly once), baseline-fails,
+not-live (Python would import the mutated module from elsewhere) or timeout. Exit status 0 when every mutation
+that ran was caught or is equivalent, 1 otherwise, 2 for a catalogue or command-line error. Not part of
+`python -m pytest` (tests/test_mutations.py runs this script on a tiny catalogue).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
+from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -52,10 +67,21 @@ ROOT = Path(__file__).resolve().parents[1]
 # The folders of the repository's import packages (pyproject.toml's [tool.setuptools.packages.find]).
 IMPORT_ROOTS = ("src", "flagtree-doctor/src")
 KEYS = {"id", "file", "find", "replace", "tests", "why"}
-OPTIONAL_KEYS = {"requires", "also"}
+OPTIONAL_KEYS = {"requires", "also", "equivalent"}
 ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+SHARD = re.compile(r"(?P<k>[1-9][0-9]*)/(?P<n>[1-9][0-9]*)")
 
-Status = Literal["caught", "survived", "skipped", "stale", "baseline-fails", "not-live", "timeout"]
+Status = Literal[
+    "caught",
+    "survived",
+    "equivalent",
+    "not-equivalent",
+    "skipped",
+    "stale",
+    "baseline-fails",
+    "not-live",
+    "timeout",
+]
 
 
 class CatalogueError(Exception):
@@ -77,6 +103,7 @@ class Mutation:
     why: str
     requires: tuple[str, ...]
     catalogue: str
+    equivalent: str = ""  # why no behaviour can tell it apart; empty for a mutation a test must catch
 
 
 @dataclass(kw_only=True)
@@ -125,6 +152,9 @@ def load(paths: Iterable[Path]) -> list[Mutation]:
             also = entry.get("also", [])
             if not isinstance(also, list):
                 raise CatalogueError(f"{where}: also must be an array of tables (file, find, replace)")
+            equivalent = entry.get("equivalent", "")
+            if "equivalent" in entry and not (isinstance(equivalent, str) and equivalent.strip()):
+                raise CatalogueError(f"{where}: equivalent must say why no behaviour can tell it apart")
             mutations.append(
                 Mutation(
                     id=entry["id"],
@@ -133,9 +163,30 @@ def load(paths: Iterable[Path]) -> list[Mutation]:
                     why=str(entry["why"]),
                     requires=tuple(requires),
                     catalogue=path.name,
+                    equivalent=equivalent,
                 )
             )
     return mutations
+
+
+def selection(mutation: Mutation) -> tuple[str, ...]:
+    """The test selection a mutation runs, as one key for every mutation that runs the same tests."""
+    return tuple(sorted(set(mutation.tests)))
+
+
+def shard(mutations: Sequence[Mutation], k: int, n: int) -> list[Mutation]:
+    """The ``k``-th (1-based) of ``n`` parts: whole selections, the biggest first to the part with the fewest
+    pytest runs (a selection's baseline and each of its mutations), ties to the lower part. Every mutation is
+    in exactly one part, and the parts depend on the catalogue alone."""
+    groups: dict[tuple[str, ...], int] = {}
+    for mutation in mutations:
+        groups[selection(mutation)] = groups.get(selection(mutation), 0) + 1
+    runs, part = [0] * n, {}
+    for key, size in sorted(groups.items(), key=lambda item: (-item[1], item[0])):
+        lightest = min(range(n), key=lambda index: (runs[index], index))
+        part[key] = lightest
+        runs[lightest] += size + 1
+    return [m for m in mutations if part[selection(m)] == k - 1]
 
 
 def stale(mutation: Mutation, root: Path) -> str | None:
@@ -197,37 +248,96 @@ def imported_from(copy: Path, modules: Sequence[str], env: dict[str, str]) -> li
     return done.stdout.splitlines()
 
 
-def pytest(copy: Path, tests: Sequence[str], env: dict[str, str], timeout: float) -> tuple[int, list[str]]:
-    """Run ``tests`` in the copy; return pytest's exit status and the tests that failed or errored."""
+class Children:
+    """The pytest runs under way, each the leader of its own process group, so a timeout or an interrupt
+    ends the run and whatever it started (a test's servers and commands), not pytest alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[str]] = set()
+        self.closing = False
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str]:
+        """Run ``argv``; its exit status and stdout. TimeoutExpired after ``timeout`` s, its group killed."""
+        with self._lock:
+            if self.closing:
+                raise KeyboardInterrupt
+            child = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            self._running.add(child)
+        try:
+            out, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill(child)
+            child.communicate()
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(child)
+            self._kill(child)  # a test's children that outlived pytest
+        return child.returncode, out
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self.closing = True
+            running = list(self._running)
+        for child in running:
+            self._kill(child)
+
+    @staticmethod
+    def _kill(child: subprocess.Popen[str]) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """A pytest run: its exit status, the tests that failed or errored, and, when every test it collected
+    was skipped, the first one's reason (a tool or a source this machine lacks)."""
+
+    status: int
+    failed: list[str]
+    all_skipped: str = ""
+
+
+def pytest(
+    copy: Path, tests: Sequence[str], env: dict[str, str], timeout: float, children: Children | None = None
+) -> Outcome:
+    """Run ``tests`` in the copy, stopping at the first failure."""
     with tempfile.TemporaryDirectory(prefix="mutation-report-") as scratch:
         report = Path(scratch) / "report.xml"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-x",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={report}",
-                *tests,
-            ],
-            cwd=copy,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
-        )
-        failed = []
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+            *tests,
+        ]
+        status, out = (children or Children()).run(argv, copy, env, timeout)
+        failed, skips, cases = [], [], 0
         if report.is_file():
             for case in ET.parse(report).getroot().iter("testcase"):
+                cases += 1
                 if case.find("failure") is not None or case.find("error") is not None:
                     failed.append(node_id(copy, case.get("classname", ""), case.get("name", "")))
-    if done.returncode not in (0, 1) and not failed:
-        failed = [line for line in done.stdout.splitlines() if line.startswith(("ERROR", "FAILED"))][:1]
-    return done.returncode, failed
+                elif (skipped := case.find("skipped")) is not None:
+                    skips.append(skipped.get("message", "skipped"))
+    if status not in (0, 1) and not failed:
+        failed = [line for line in out.splitlines() if line.startswith(("ERROR", "FAILED"))][:1]
+    every_one = status == 0 and cases > 0 and len(skips) == cases
+    return Outcome(status=status, failed=failed, all_skipped=skips[0] if every_one else "")
 
 
 def node_id(root: Path, classname: str, name: str) -> str:
@@ -240,7 +350,9 @@ def node_id(root: Path, classname: str, name: str) -> str:
     return "::".join(filter(None, (classname, name)))
 
 
-def run_one(mutation: Mutation, copy: Path, env: dict[str, str], timeout: float) -> Result:
+def run_one(
+    mutation: Mutation, copy: Path, env: dict[str, str], timeout: float, children: Children | None = None
+) -> Result:
     """Apply the mutation to the copy, run its tests, put the files back."""
     files = [change.file for change in mutation.changes]
     originals = {change.file: (copy / change.file).read_text(encoding="utf-8") for change in mutation.changes}
@@ -261,15 +373,25 @@ def run_one(mutation: Mutation, copy: Path, env: dict[str, str], timeout: float)
                 id=mutation.id, status="not-live", detail=f"imports {', '.join(outside)}", files=files
             )
         try:
-            status, failed = pytest(copy, mutation.tests, env, timeout)
+            outcome = pytest(copy, mutation.tests, env, timeout, children)
         except subprocess.TimeoutExpired:
             return Result(id=mutation.id, status="timeout", detail=f"after {timeout:.0f} s", files=files)
     finally:
         for name, text in originals.items():
             (copy / name).write_text(text, encoding="utf-8")
     seconds = time.monotonic() - start
+    status, failed = outcome.status, outcome.failed
     if status in (1, 2) and failed:  # 2: collection failed, e.g. a module the mutation broke
+        if mutation.equivalent:
+            detail = f"caught by {failed[0]}, yet marked equivalent: drop its equivalent key"
+            return Result(
+                id=mutation.id, status="not-equivalent", detail=detail, seconds=seconds, files=files
+            )
         return Result(id=mutation.id, status="caught", detail=failed[0], seconds=seconds, files=files)
+    if mutation.equivalent:
+        return Result(
+            id=mutation.id, status="equivalent", detail=mutation.equivalent, seconds=seconds, files=files
+        )
     return Result(
         id=mutation.id,
         status="survived",
@@ -279,10 +401,37 @@ def run_one(mutation: Mutation, copy: Path, env: dict[str, str], timeout: float)
     )
 
 
-def run(mutations: list[Mutation], root: Path, timeout: float, console: Console) -> list[Result]:
-    """Every mutation against one scratch copy of ``root``, after a baseline run of their tests."""
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+class Progress:
+    """One stderr line per finished pytest run: how many of how many, the time so far, and an estimate of the
+    time left (the mean wall-clock time per finished run so far, with every job busy, times the runs left)."""
+
+    def __init__(self, console: Console, runs: int) -> None:
+        self.console, self.runs, self.done, self.start = console, runs, 0, time.monotonic()
+
+    def finished(self, what: str, dropped: int = 0) -> None:
+        """A run ended (``dropped``: runs that no longer will, the mutations of a failing baseline)."""
+        self.done, self.runs = self.done + 1, self.runs - dropped
+        elapsed = time.monotonic() - self.start
+        left = elapsed / self.done * (self.runs - self.done)
+        self.console.print(
+            f"[{self.done}/{self.runs}, {_duration(elapsed)}, about {_duration(left)} left] {what}",
+            style="dim",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def sort_out(
+    mutations: list[Mutation], root: Path
+) -> tuple[dict[str, Result], dict[tuple[str, ...], list[Mutation]]]:
+    """The results known without running (skipped, stale), and the rest grouped by test selection."""
     results: dict[str, Result] = {}
-    runnable = []
+    groups: dict[tuple[str, ...], list[Mutation]] = {}
     for mutation in mutations:
         unset = [name for name in mutation.requires if not os.environ.get(name)]
         if unset:
@@ -292,29 +441,112 @@ def run(mutations: list[Mutation], root: Path, timeout: float, console: Console)
         elif reason := stale(mutation, root):
             results[mutation.id] = Result(id=mutation.id, status="stale", detail=reason)
         else:
-            runnable.append(mutation)
-    with tempfile.TemporaryDirectory(prefix="flagtree-mutations-") as scratch:
-        copy = scratch_copy(root, Path(scratch))
-        env = environment(copy)
-        tests = list(dict.fromkeys(t for m in runnable for t in m.tests))
-        if tests:
-            console.print(f"baseline: {len(tests)} test selections on the unmutated copy", style="dim")
-            status, failed = pytest(copy, tests, env, timeout)
-            if status != 0:
-                for mutation in runnable:  # only now one run per mutation, to tell whose tests fail
-                    status, failed = pytest(copy, mutation.tests, env, timeout)
-                    if status != 0:
-                        detail = f"fails unmutated: {failed[0] if failed else f'exit status {status}'}"
-                        results[mutation.id] = Result(id=mutation.id, status="baseline-fails", detail=detail)
-        for mutation in runnable:
-            if mutation.id in results:
-                continue
-            console.print(f"{mutation.id}: {mutation.why}", style="dim")
-            results[mutation.id] = run_one(mutation, copy, env, timeout)
+            groups.setdefault(selection(mutation), []).append(mutation)
+    return results, groups
+
+
+class Copies:
+    """One scratch copy of the repository per job, each handed to whichever pytest run starts next (a run
+    leaves its copy as it found it)."""
+
+    def __init__(self, root: Path, scratch: Path, jobs: int, timeout: float, children: Children) -> None:
+        self.timeout, self.children = timeout, children
+        self._free: queue.Queue[tuple[Path, dict[str, str]]] = queue.Queue()
+        for number in range(jobs):
+            copy = scratch_copy(root, scratch / f"job{number}")
+            self._free.put((copy, environment(copy)))
+
+    def baseline(self, group: list[Mutation]) -> Result | None:
+        """None when the selection's tests pass unmutated; else why its mutations cannot run (no id yet)."""
+        copy, env = self._free.get()
+        try:
+            outcome = pytest(copy, group[0].tests, env, self.timeout, self.children)
+        except subprocess.TimeoutExpired:
+            return Result(id="", status="timeout", detail=f"unmutated, after {self.timeout:.0f} s")
+        finally:
+            self._free.put((copy, env))
+        if outcome.status != 0:
+            failed = outcome.failed[0] if outcome.failed else f"exit status {outcome.status}"
+            return Result(id="", status="baseline-fails", detail=f"fails unmutated: {failed}")
+        if outcome.all_skipped:  # nothing to catch a mutation with here
+            return Result(id="", status="skipped", detail=f"its tests skip here: {outcome.all_skipped}")
+        return None
+
+    def mutate(self, mutation: Mutation) -> Result:
+        copy, env = self._free.get()
+        try:
+            return run_one(mutation, copy, env, self.timeout, self.children)
+        finally:
+            self._free.put((copy, env))
+
+
+def run(
+    mutations: list[Mutation], root: Path, timeout: float, console: Console, jobs: int = 1
+) -> list[Result]:
+    """Every mutation, ``jobs`` pytest runs at a time, each in a scratch copy of ``root`` of its own: the tests
+    of each selection first run once unmutated (its baseline), then, if they passed, each of its mutations."""
+    results, groups = sort_out(mutations, root)
+    if not groups:
+        return [results[m.id] for m in mutations]
+    jobs = max(1, min(jobs, sum(len(g) for g in groups.values())))
+    progress = Progress(console, len(groups) + sum(len(g) for g in groups.values()))
+    console.print(
+        f"{len(mutations)} mutations: {len(groups)} test selections to run unmutated, then their mutations; "
+        f"{jobs} at a time",
+        style="dim",
+        highlight=False,
+    )
+    children = Children()
+    with (
+        tempfile.TemporaryDirectory(prefix="flagtree-mutations-") as scratch,
+        ThreadPoolExecutor(jobs) as pool,
+    ):
+        copies = Copies(root, Path(scratch), jobs, timeout, children)
+        # At most one run per job in the pool, the mutations of a passed baseline before the next baseline,
+        # so results come from the start and an interrupt leaves nothing queued.
+        waiting, to_mutate = list(groups.values()), deque[Mutation]()
+        baselines: dict[Future[Result | None], list[Mutation]] = {}
+        runs: set[Future[Result]] = set()
+        try:
+            while True:
+                while len(baselines) + len(runs) < jobs and (to_mutate or waiting):
+                    if to_mutate:
+                        runs.add(pool.submit(copies.mutate, to_mutate.popleft()))
+                    else:
+                        group = waiting.pop(0)
+                        baselines[pool.submit(copies.baseline, group)] = group
+                if not (baselines or runs):
+                    break
+                pending: list[Future[Any]] = [*baselines, *runs]
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    if future in runs:
+                        result = future.result()
+                        runs.discard(future)
+                        results[result.id] = result
+                        progress.finished(f"{result.id}: {result.status} {result.detail}".rstrip())
+                        continue
+                    group = baselines.pop(future)
+                    tests = " ".join(group[0].tests)
+                    if (failing := future.result()) is None:
+                        progress.finished(f"baseline passed: {tests}")
+                        to_mutate.extend(group)
+                        continue
+                    for mutation in group:
+                        results[mutation.id] = Result(
+                            id=mutation.id, status=failing.status, detail=failing.detail
+                        )
+                    progress.finished(
+                        f"baseline {failing.status}: {tests}: {failing.detail}", dropped=len(group)
+                    )
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            children.kill_all()
+            raise
     return [results[m.id] for m in mutations]
 
 
-STYLE = {"caught": "green", "survived": "bold red", "skipped": "yellow"}
+STYLE = {"caught": "green", "survived": "bold red", "equivalent": "cyan", "skipped": "yellow"}
 
 
 def table(mutations: list[Mutation], results: list[Result]) -> Table:
@@ -335,18 +567,47 @@ def catalogue_table(mutations: list[Mutation]) -> Table:
         out.add_column(column, overflow="fold")
     for m in mutations:
         files = ", ".join(change.file for change in m.changes)
-        out.add_row(m.id, m.catalogue, files, "\n".join(m.tests), m.why, ", ".join(m.requires))
+        why = f"{m.why} (equivalent: {m.equivalent})" if m.equivalent else m.why
+        out.add_row(m.id, m.catalogue, files, "\n".join(m.tests), why, ", ".join(m.requires))
     return out
+
+
+def _catalogue_json(mutations: list[Mutation]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": m.id,
+            "catalogue": m.catalogue,
+            "files": [change.file for change in m.changes],
+            "tests": list(m.tests),
+            "why": m.why,
+            "requires": list(m.requires),
+            "equivalent": m.equivalent,
+        }
+        for m in mutations
+    ]
+
+
+def _end(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mutations/run.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", metavar="ID", help="run this mutation (repeatable)")
+    parser.add_argument(
+        "--shard", metavar="K/N", help="run the K-th of N parts of the catalogue (1 <= K <= N)"
+    )
     parser.add_argument("--list", action="store_true", help="print the catalogue and run nothing")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument("--json", action="store_true", help="print the results (or --list) as JSON, no table")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run (default 900)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="pytest runs at once (default: the cores)"
+    )
     args = parser.parse_args(argv)
+    # A SIGTERM or SIGHUP ends the run as Ctrl-C does: the pytest runs, each in a session of its own, with it.
+    for ending in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(ending, _end)
     # The table on stdout (JSON instead with --json), wide enough for its columns when piped; progress on stderr.
     columns = os.environ.get("COLUMNS", "")
     console = Console(
@@ -354,6 +615,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     progress = Console(stderr=True, width=console.width)
     root = args.root.resolve()
+    shard_of = SHARD.fullmatch(args.shard or "1/1")
+    if shard_of is None or int(shard_of["k"]) > int(shard_of["n"]):
+        print(
+            f"mutations/run.py: error: --shard {args.shard}: give K/N with 1 <= K <= N, e.g. 2/4",
+            file=sys.stderr,
+        )
+        return 2
+    if args.jobs < 1:
+        print(f"mutations/run.py: error: --jobs {args.jobs}: give 1 or more", file=sys.stderr)
+        return 2
     try:
         mutations = load(sorted((root / "mutations").glob("*.toml")))
     except CatalogueError as error:
@@ -365,10 +636,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutations/run.py: error: no mutation {', '.join(unknown)} (see --list)", file=sys.stderr)
             return 2
         mutations = [m for m in mutations if m.id in args.only]
+    mutations = shard(mutations, int(shard_of["k"]), int(shard_of["n"]))
     if args.list:
-        console.print(catalogue_table(mutations))
+        if args.json:
+            print(json.dumps(_catalogue_json(mutations), indent=1))
+        else:
+            console.print(catalogue_table(mutations))
         return 0
-    results = run(mutations, root, args.timeout, progress)
+    results = run(mutations, root, args.timeout, progress, args.jobs)
     counts = {status: sum(r.status == status for r in results) for status in dict.fromkeys(STYLE)}
     others = len(results) - sum(counts.values())
     if args.json:
@@ -376,8 +651,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         console.print(table(mutations, results))
         console.print(
-            f"{counts['caught']} caught, {counts['survived']} survived, {counts['skipped']} skipped, "
-            f"{others} could not run (stale, baseline-fails, not-live, timeout)"
+            f"{counts['caught']} caught, {counts['survived']} survived, {counts['equivalent']} equivalent, "
+            f"{counts['skipped']} skipped, "
+            f"{others} could not run or were wrongly marked (stale, baseline-fails, not-live, timeout, not-equivalent)"
         )
     return 0 if counts["survived"] == 0 and others == 0 else 1
 

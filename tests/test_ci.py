@@ -186,3 +186,70 @@ def test_ci_run_passes_shellcheck() -> None:
         [str(VENV_BIN / "shellcheck"), str(ROOT / ".ci" / "run")], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout
+
+
+# ---- .ci/run --setup-only: the mutations workflow's set-up -----------------------------------------------------
+
+
+def _ci_run_part(start: str, end: str) -> str:
+    """The lines of .ci/run from ``start`` up to ``end``, after its phase function."""
+    script = (ROOT / ".ci" / "run").read_text()
+    phase = script[script.index("phase_start=") : script.index("\n}\n", script.index("phase()")) + 3]
+    return f"set -euo pipefail\n{phase}\n{script[script.index(start) : script.index(end)]}"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "out", "err"),
+    [
+        ([], 0, "setup_only=false\n", ""),
+        (["--setup-only"], 0, "setup_only=true\n", ""),
+        (
+            ["--set-up"],
+            2,
+            "",
+            ".ci/run: error: unknown arguments '--set-up' (run it bare, or with --setup-only)\n",
+        ),
+        (
+            ["--setup-only", "-x"],
+            2,
+            "",
+            ".ci/run: error: unknown arguments '--setup-only -x' (run it bare, or with --setup-only)\n",
+        ),
+    ],
+)
+def test_ci_run_takes_setup_only_or_nothing(arguments: list[str], status: int, out: str, err: str) -> None:
+    """.ci/run's argument check, run by bash before anything is installed (an unknown argument must stop it
+    there: the rest installs packages and runs the whole suite)."""
+    part = _ci_run_part("setup_only=false", "\n# One line per phase") + '\necho "setup_only=${setup_only}"\n'
+    done = subprocess.run(
+        ["bash", "-c", part, ".ci/run", *arguments], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (status, out, err)
+
+
+@pytest.mark.parametrize("setup_only", [True, False])
+def test_ci_run_setup_only_installs_the_package_and_runs_no_test(tmp_path: Path, setup_only: bool) -> None:
+    """.ci/run's lines after the sysroot, up to the tests' report, run by bash with a `python` that notes its
+    arguments: with --setup-only it installs the package and ends; without, it goes on to the tests."""
+    calls = tmp_path / "calls"
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    shim.chmod(0o755)
+    part = _ci_run_part('if [[ "${setup_only}" == true ]]', "report_dir=$(mktemp -d)")
+    done = subprocess.run(
+        ["bash", "-c", f"setup_only={str(setup_only).lower()}\n{part}\necho 'on to the tests'\n"],
+        cwd=tmp_path,
+        env={**_clean_env(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    if setup_only:
+        assert calls.read_text() == "-m pip install -q -e .[test]\n"
+        assert "on to the tests" not in done.stdout
+        assert done.stdout.splitlines()[-1].startswith("==> .ci/run: set up (previous phase ")
+    else:
+        assert not calls.exists()
+        assert done.stdout == "on to the tests\n"

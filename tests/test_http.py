@@ -311,3 +311,38 @@ def test_the_total_is_named_when_its_alarm_s_thread_runs_late(
         pass
     assert len(alarms) == 2
     assert raised.value.message == f"{url} did not finish the request within {seconds_arg(0.5)} s: gave up"
+
+
+def test_a_body_that_stops_coming_is_given_up_on_after_the_read_timeout(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each wait on the server has its own limit, well within the request's total: an answer whose body
+    stops after its first bytes ends after the read timeout, named as such (not after the total)."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    listener.setblocking(True)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    taken: list[socket.socket] = []
+
+    def answer_then_stall() -> None:
+        peer, _ = listener.accept()
+        taken.append(peer)  # held open, silent, until the test ends
+        peer.recv(65536)
+        peer.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+
+    server = threading.Thread(target=answer_then_stall, daemon=True)
+    server.start()
+    try:
+        with (
+            pytest.raises(HttpError) as raised,
+            open_request(
+                "GET",
+                f"{url}/x",
+                timeouts=Timeouts(connect=seconds(30), read=seconds(0.5), total=seconds(120)),
+            ) as answer,
+        ):
+            answer.read_all()
+    finally:
+        server.join()
+        for peer in taken:
+            peer.close()
+    assert raised.value.message == f"{url} did not answer for {seconds_arg(0.5)} s: gave up"

@@ -183,24 +183,26 @@ def _end_all(session: int, leader: Process) -> None:
 
 
 @pytest.mark.parametrize(
-    ("signum", "group"),
+    ("signum", "group", "cgroup"),
     [
-        (signal.SIGINT, False),
-        (signal.SIGINT, True),
-        (signal.SIGTERM, False),
-        (signal.SIGHUP, False),
+        (signal.SIGINT, False, True),
+        (signal.SIGINT, True, True),
+        (signal.SIGTERM, False, True),
+        (signal.SIGTERM, False, False),
+        (signal.SIGHUP, False, True),
     ],
-    ids=["kill-INT-pid", "ctrl-c-at-a-terminal", "kill-TERM-pid", "kill-HUP-pid"],
+    ids=["kill-INT-pid", "ctrl-c-at-a-terminal", "kill-TERM-pid", "kill-TERM-pid-no-cgroup", "kill-HUP-pid"],
 )
 def test_a_signal_during_a_build_script(
-    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], signum: int, group: bool
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], signum: int, group: bool, cgroup: bool
 ) -> None:
     """Each of the three ends the same way. Under SIGTERM the build script's child ignores SIGTERM (as a
-    program may): the toolkit's SIGKILL after the grace period ends it, and only then is the lock released."""
+    program may): the toolkit's SIGKILL after the grace period ends it, and only then is the lock released.
+    Without a cgroup (a user's login session) the toolkit ends them itself, not the cgroup's kill."""
     log = tmp_path / "builds.log"
     out = tmp_path / "channel"
     stubborn = {"TOY_STUBBORN": "1"} if signum == signal.SIGTERM else {}
-    process = toy_slow(TOY_BUILD_LOG=str(log), **stubborn)
+    process = toy_slow(TOY_BUILD_LOG=str(log), **stubborn, **({} if cgroup else NO_CGROUP))
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
     session = list(_session(os.getsid(shell)))
     assert os.getsid(shell) in session  # the worker leads the session
@@ -210,6 +212,8 @@ def test_a_signal_during_a_build_script(
     )
     prober.start()
     stderr = _ended(process, signum, group=group)
+    # Ended by the command before it returns (docs/building.md), not by the watchdog after it.
+    assert [pid for pid in (*session, shell, child) if _alive(pid)] == [], "the build outlived the command"
     prober.join()
     assert running == [[]], (
         f"the lock was released while these processes of the worker's session ran: {running}"
@@ -321,24 +325,28 @@ NO_CGROUP = {
 }
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "done", "SIGKILL", "SIGKILL-no-cgroup"])
+@pytest.mark.parametrize(
+    "how", ["SIGTERM", "SIGTERM-no-cgroup", "done", "done-no-cgroup", "SIGKILL", "SIGKILL-no-cgroup"]
+)
 def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
     tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], how: str
 ) -> None:
     """toy-slow's script starts a process that leaves the session (setsid), ignores SIGTERM and forks a child
     ignoring it too every 20 ms. Whether the build is ended by SIGTERM or its script ends as it should, the
-    worker, a child subreaper, gets what the script leaves, and none of it outlives the command. When the
-    toolkit is SIGKILLed (the worker dies with it), the watchdog ends it before it lets the lock go: the
-    worker's cgroup whole, or where there is none, what it noted below the worker every half second (the
-    forker has run for a second by then) and each child it forks until it has stopped."""
+    worker, a child subreaper, gets what the script leaves, and none of it outlives the command: the worker's
+    cgroup ends it where the toolkit can make one (always here, as root), else the worker's and the toolkit's
+    rounds of SIGTERM and SIGKILL below the worker (``-no-cgroup``). When the toolkit is SIGKILLed (the worker
+    dies with it), the watchdog ends it before it lets the lock go: the worker's cgroup whole, or where there
+    is none, what it noted below the worker every half second (the forker has run for a second by then) and
+    each child it forks until it has stopped."""
     escape = tmp_path / "escaped"
-    extra = NO_CGROUP if how == "SIGKILL-no-cgroup" else {}
+    extra = NO_CGROUP if how.endswith("-no-cgroup") else {}
     process = toy_slow(TOY_ESCAPE=str(escape), TOY_RELEASE=str(tmp_path / "release"), **extra)
     try:
         _until(lambda: len(_recorded(escape)) >= 50, "the escaped process forks for a second")
         leader = _recorded(escape)[0]
         assert os.getsid(leader) == leader != os.getsid(int((tmp_path / "marker").read_text().split()[0]))
-        if how == "SIGTERM":
+        if how.startswith("SIGTERM"):
             _ended(process, signal.SIGTERM)
         elif how.startswith("SIGKILL"):
             _killed(process)
@@ -358,13 +366,27 @@ def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
         first = _recorded(escape)[:1]
         if first and (leader_process := Process.of(first[0])) is not None:
             _end_all(first[0], leader_process)
-    assert len(published(tmp_path / "channel")) == (2 if how == "done" else 1)  # toy-quick, kept
+    assert len(published(tmp_path / "channel")) == (2 if how.startswith("done") else 1)  # toy-quick, kept
 
 
 @pytest.mark.parametrize(
     ("how", "cgroup"),
-    [("setsid", True), ("setsid", False), ("clean", True), ("group", True), ("group", False)],
-    ids=["setsid", "setsid-no-cgroup", "empty-environment", "own-group", "own-group-no-cgroup"],
+    [
+        ("setsid", True),
+        ("setsid", False),
+        ("clean", True),
+        ("group", True),
+        ("group", False),
+        ("group-clean", False),
+    ],
+    ids=[
+        "setsid",
+        "setsid-no-cgroup",
+        "empty-environment",
+        "own-group",
+        "own-group-no-cgroup",
+        "own-group-empty-environment-no-cgroup",
+    ],
 )
 def test_a_process_started_after_the_watchdog_s_last_look_is_ended_after_a_sigkill(
     tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]], how: str, cgroup: bool
@@ -374,7 +396,8 @@ def test_a_process_started_after_the_watchdog_s_last_look_is_ended_after_a_sigki
     It is ended all the same: by the worker's cgroup where the machine lets the toolkit make one (always here,
     as root), else by the second sweep, which finds it by the engine's variables in its environment
     (``setsid``). One with an empty environment (``clean``) only the cgroup ends. One in a process group of
-    its own that stays in the build's session (``group``) is ended as a member of the session."""
+    its own that stays in the build's session and ignores SIGTERM (``group``) is ended as a member of the
+    session: SIGTERM, then SIGKILL, the only end of one with an empty environment too, without a cgroup."""
     late = tmp_path / "late"
     process = toy_slow(TOY_LATE=str(late), TOY_LATE_HOW=how, **({} if cgroup else NO_CGROUP))
     shell = int((tmp_path / "marker").read_text().split()[0])
@@ -387,7 +410,7 @@ def test_a_process_started_after_the_watchdog_s_last_look_is_ended_after_a_sigki
         _until(late.exists, "the build script started the late process")
         pid = int(late.read_text())
         _until(lambda: "sleep" in getattr(Process.of(pid), "command", ""), "it runs sleep")
-        if how == "group":
+        if how.startswith("group"):
             assert os.getpgid(pid) == pid != os.getpgid(shell)
             assert os.getsid(pid) == worker
         else:

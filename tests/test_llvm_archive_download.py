@@ -9,6 +9,7 @@ partial file in the cache.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -325,9 +326,20 @@ def test_a_timeout_that_is_not_seconds_is_refused(value: str, env: dict[str, str
         )
 
 
-def test_a_signed_url_s_query_is_never_printed(serve: Serve, env: dict[str, str], tmp_path: Path) -> None:
-    """A presigned URL's query is a key to the file: the messages and the log show the URL without it."""
+def test_a_signed_url_s_query_is_never_printed(
+    serve: Serve, env: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A presigned URL's query is a key to the file: the messages and the log show the URL without it; so do
+    the error and the log records themselves, not only what the console script prints (which shows every
+    URL's query as `?…`, whatever it is given)."""
     url = f"{serve('127.0.0.1')}/missing.tar.gz?sv=2026-01-01&sig=SIGNATURE-123"
+    with caplog.at_level(logging.INFO), pytest.raises(SourceFetchError) as raised:
+        _download(url, env)
+    assert "SIGNATURE-123" not in f"{raised.value.message} {raised.value.fix}"
+    logged = [record.getMessage() for record in caplog.records]
+    bare = url.split("?", maxsplit=1)[0]
+    assert [line for line in logged if "downloading" in line] == [f"downloading {bare}?…"]
+    assert not [line for line in logged if "SIGNATURE-123" in line]
     argv = [
         "build",
         "--output-dir",

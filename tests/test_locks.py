@@ -58,16 +58,13 @@ def _index(channel: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     ("command", "target"),
     [("channel index", "a-file"), ("channel index", "nothing"), ("build", "a-file"), ("build", "nothing")],
 )
-def test_a_planted_lock_link_is_refused_and_its_target_untouched(  # noqa: PLR0917 - fixtures and parameters
-    tmp_path: Path,
-    channel: Path,
-    empty_channel: Path,
-    capsys: pytest.CaptureFixture[str],
-    command: str,
-    target: str,
+def test_a_planted_lock_link_is_refused_and_its_target_untouched(
+    tmp_path: Path, channel: Path, empty_channel: Path, command: str, target: str
 ) -> None:
     """Someone who may write beside the folder plants `.channel.lock -> a file of yours`: opening it to lock
-    would write through the link (the record) or create the file it names."""
+    would write through the link (the record) or create the file it names. Run as a user runs it (a lock
+    taken through the link is never the file at its path, so the command could go on opening it for ever:
+    the deadline ends that)."""
     victim = tmp_path / "victim.txt"
     if target == "a-file":
         victim.write_text("precious\n")
@@ -76,8 +73,11 @@ def test_a_planted_lock_link_is_refused_and_its_target_untouched(  # noqa: PLR09
     argv = ["channel", "index", str(channel)]
     if command == "build":
         argv = build_args("toy-slow", channel, *native_args(empty_channel))
-    assert main(argv) == 10
-    assert error_line(capsys.readouterr().err) == (
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), *argv], capture_output=True, text=True, check=False, timeout=seconds(120)
+    )
+    assert done.returncode == 10, done.stderr
+    assert error_line(done.stderr) == (
         f"flagtree-feedstock: error: the lock file {link} is a symbolic link (to {victim}): a lock is never "
         f"taken through a link (fix: remove {link} (flagtree-feedstock makes its lock file there), then rerun)"
     )
@@ -107,11 +107,21 @@ def test_a_lock_path_that_is_no_file_is_refused(
     )
 
 
+@pytest.mark.parametrize(
+    "foreign",
+    [
+        "my notes, which happen to have this name\n",
+        "my notes, which happen to have this name,\nand go on\n\nfor a while\n",
+        # The first line is what an old lock file held (`process <pid>`), but that was all it ever held.
+        "process 12\nand then my notes\n",
+    ],
+    ids=["one-line", "lines", "old-record-then-more"],
+)
 def test_a_file_that_is_not_a_lock_record_is_refused_not_overwritten(
-    tmp_path: Path, channel: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, channel: Path, capsys: pytest.CaptureFixture[str], foreign: str
 ) -> None:
     lock = tmp_path / ".channel.lock"
-    lock.write_text("my notes, which happen to have this name\n")
+    lock.write_text(foreign)
     status, err = _index(channel, capsys)
     assert status == 10
     assert error_line(err) == (
@@ -119,7 +129,7 @@ def test_a_file_that_is_not_a_lock_record_is_refused_not_overwritten(
         f"which is left as it is) (fix: move {lock} away (flagtree-feedstock makes its lock file for {channel} "
         "there), then rerun)"
     )
-    assert lock.read_text() == "my notes, which happen to have this name\n"
+    assert lock.read_text() == foreign
 
 
 def test_a_lock_file_is_written_in_place_never_truncated(tmp_path: Path, channel: Path) -> None:

@@ -85,7 +85,7 @@ def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_there_are_the_build_and_bump_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["build.yml", "bump.yml", "reproducible.yml"]
+    assert [p.name for p in WORKFLOWS] == ["build.yml", "bump.yml", "mutations.yml", "reproducible.yml"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -723,3 +723,100 @@ def test_the_bump_step_fails_with_the_table_when_a_check_fails(tmp_path: Path, s
         in (tmp_path / "summary.md").read_text()
     )
     assert "0.6.0.post" not in (feedstock / "recipe" / "conda_build_config.yaml").read_text()
+
+
+# ---- mutations.yml: the whole mutation catalogue, sharded --------------------------------------------------------
+
+
+def _mutations_workflow() -> dict[str, Any]:
+    return _load(ROOT / ".github" / "workflows" / "mutations.yml")
+
+
+def _mutations_step(name: str) -> dict[str, Any]:
+    job = _mutations_workflow()["jobs"]["mutations"]
+    (step,) = [s for s in job["steps"] if s.get("name", "").startswith(name)]
+    return step
+
+
+def test_the_mutations_run_weekly_over_a_matrix_of_shards_set_up_as_the_tests_job() -> None:
+    workflow = _mutations_workflow()
+    assert set(workflow[True]) == {"schedule", "workflow_dispatch"}
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["defaults"] == {"run": {"shell": "bash"}}
+    job = workflow["jobs"]["mutations"]
+    assert 0 < job["timeout-minutes"] <= 360
+    # Shards 1 to N, N the matrix's length (strategy.job-total), every shard run whatever the others do.
+    shards = job["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, len(shards) + 1)) and len(shards) > 1
+    assert job["strategy"]["fail-fast"] is False
+    shard = "${{ matrix.shard }}/${{ strategy.job-total }}"
+    assert _mutations_step("Run the shard's mutations")["env"]["SHARD"] == shard
+    # The tests job's machine, its sources (required: a mutation that needs them never skips) and its set-up.
+    tests = _build()["jobs"]["tests"]
+    assert job["container"] == tests["container"]
+    assert job["env"] == tests["env"]
+    assert _mutations_step("Upstream sources")["run"] == _sources_step()["run"]
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert runs[:2] == [_sources_step()["run"], "bash .ci/run --setup-only"]
+
+
+def _toy_catalogue(repo: Path) -> None:
+    """A repository with this checkout's runner and two mutations in two selections: one caught, one not."""
+    files = {
+        "src/toypkg/__init__.py": "def add(a, b):\n    return a + b\n\n\nSPARE = 1\n",
+        "tests/test_toy.py": (
+            "import toypkg\n\n\ndef test_add():\n    assert toypkg.add(2, 3) == 5\n\n\n"
+            "def test_also():\n    assert toypkg.add(1, 1) == 2\n"
+        ),
+        "mutations/toy.toml": (
+            "[[mutation]]\nid = 'caught'\nfile = 'src/toypkg/__init__.py'\nfind = 'a + b'\nreplace = 'a - b'\n"
+            "tests = ['tests/test_toy.py::test_add']\nwhy = 'x'\n\n"
+            "[[mutation]]\nid = 'survives'\nfile = 'src/toypkg/__init__.py'\nfind = 'SPARE = 1'\n"
+            "replace = 'SPARE = 2'\ntests = ['tests/test_toy.py::test_also']\nwhy = 'y'\n"
+        ),
+        "mutations/run.py": (ROOT / "mutations" / "run.py").read_text(),
+        ".venv/bin/activate": "# this test's python is already the venv's\n",
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+
+def test_the_shard_step_fails_on_a_survivor_and_the_counts_say_so(tmp_path: Path) -> None:
+    """The shard step and the counts step, run with bash as the runner does, on each of two shards of a
+    catalogue of two mutations: the shard with the one that survives fails, the other passes."""
+    require_executable("git", "git")
+    repo = tmp_path / "repository"
+    _toy_catalogue(repo)
+    statuses, summaries = [], []
+    for k in (1, 2):
+        runner_temp, summary = tmp_path / f"runner-{k}", tmp_path / f"summary-{k}.md"
+        runner_temp.mkdir()
+        env = {
+            **{name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"},
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "RUNNER_TEMP": str(runner_temp),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "SHARD": f"{k}/2",
+        }
+        for name in ("Run the shard's mutations", "Counts"):
+            done = subprocess.run(
+                ["bash", "-eo", "pipefail", "-c", _mutations_step(name)["run"]],
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if name == "Counts":
+                assert done.returncode == 0, done.stderr
+            else:
+                statuses.append(done.returncode)
+        summaries.append(summary.read_text())
+    assert sorted(statuses) == [0, 1]
+    failed = summaries[statuses.index(1)]
+    assert failed.startswith(f"mutations {statuses.index(1) + 1}/2: 0 caught, 1 survived, ")
+    assert summaries[statuses.index(0)].startswith(
+        f"mutations {statuses.index(0) + 1}/2: 1 caught, 0 survived, "
+    )
