@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds
+
 RUNNERS = Path(__file__).resolve().parent / "conda_tools"
 INSTALL = "install: conda install -c conda-forge conda-build conda-smithy; neither is on PyPI"
 
@@ -54,5 +56,5 @@ def run_conda_build(args: list[str], *, scratch: Path) -> subprocess.CompletedPr
         capture_output=True,
         text=True,
         check=False,
-        timeout=900,
+        timeout=seconds(900),
     )

@@ -8,7 +8,9 @@ validation of the package), nor prefix.dev's subdirs (every file it holds is lis
 repodata). Run as a separate process (``python _http_recorder.py LOG [RULES]``): py-rattler-build's upload
 functions hold the GIL while they wait for the network, so a server thread inside the test process never
 answers. It prints its port on the first line of stdout, then appends one JSON line per request to LOG:
-method, path, headers (lower-case names) and the body (base64, de-chunked).
+method, path, headers (lower-case names), the body (base64, de-chunked) and ``at``, when the request was read, on
+the system's monotonic clock (``time.monotonic()``, the same in every process here: a test times the client
+from its request, not from its start).
 
 RULES is a JSON list of ``{"method": ..., "path": ..., "status": ..., "body": ..., "body_contains": ...,
 "times": ...}``; the first rule whose method matches, whose path is a prefix of the request's, whose
@@ -131,6 +133,7 @@ class Recorder(BaseHTTPRequestHandler):
             "path": self.path,
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body": base64.b64encode(body).decode(),
+            "at": time.monotonic(),
         }
         with self.lock:
             with self.log_path.open("a") as log:

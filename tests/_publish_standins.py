@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+from _timing import seconds
+
 
 @dataclass(frozen=True)
 class Request:
@@ -51,7 +53,7 @@ class StandIn:
 
     answer: Answer
     limit: int = 20
-    lifetime: float = 60.0
+    lifetime: float = field(default_factory=lambda: seconds(60))
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -101,4 +103,4 @@ class StandIn:
 
     def stop(self) -> None:
         self._stopped.set()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=seconds(5))

@@ -16,6 +16,7 @@ import pytest
 
 from _conda_tools import RUNNERS, offline_environment, tool_python
 from _recipe_support import SHARED
+from _timing import seconds
 
 DATA = SHARED / "data" / "conda-smithy"
 
@@ -39,5 +40,5 @@ def run_smithy(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str
         check=False,
         cwd=cwd,
         env=offline_environment(cwd / ".conda-scratch", CONDA_SMITHY_DATA=str(DATA)),
-        timeout=600,
+        timeout=seconds(600),
     )

@@ -24,6 +24,8 @@ from typing import NoReturn
 import pytest
 import yaml
 
+from _timing import seconds
+
 _TRUE = {"1", "true", "yes"}
 CI = os.environ.get("CI", "").strip().lower() in _TRUE
 
@@ -107,7 +109,7 @@ def aarch64_gcc() -> str:
 @cache
 def _network_namespace() -> tuple[str, ...] | None:
     for argv in (("unshare", "-n"), ("unshare", "-rn")):
-        done = subprocess.run([*argv, "true"], capture_output=True, check=False, timeout=30)
+        done = subprocess.run([*argv, "true"], capture_output=True, check=False, timeout=seconds(30))
         if done.returncode == 0:
             return argv
     return None
@@ -130,7 +132,7 @@ def network_jail() -> list[str]:
 def _mount_namespace() -> tuple[str, ...] | None:
     for argv in (("unshare", "-m"), ("unshare", "-rm")):
         probe = [*argv, "sh", "-c", "mount --bind /dev/null /dev/null"]
-        if subprocess.run(probe, capture_output=True, check=False, timeout=30).returncode == 0:
+        if subprocess.run(probe, capture_output=True, check=False, timeout=seconds(30)).returncode == 0:
             return argv
     return None
 

@@ -15,6 +15,7 @@ import pytest
 # DEAD_PROXY: a dead end for any HTTP client that honours proxies (rattler's does). The rehearsal tier's
 # session fixtures come from there too, made once for all its modules.
 from _rehearsal_fixtures import DEAD_PROXY, offline_session, rehearsal, sources, stub_channel  # noqa: F401
+from _timing import scale, seconds_arg
 from _toy import make_empty_channel
 from _xdist_groups import GROUPS_INPUT, SharedFixtureScheduling, shared_fixture_groups, write_groups
 from flagtree_doctor.interrupts import ENDING_SIGNALS
@@ -57,6 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.chdir(config.rootpath)
     sysroot = USER_CACHE / "flagtree-feedstock" / "aarch64-sysroot"
     os.environ.setdefault("FLAGTREE_AARCH64_SYSROOT", str(sysroot.resolve()))
+    scale()  # FLAGTREE_TEST_TIME_SCALE: a bad value ends the run here, in one line
+    # How long toy-slow's build script (and what it starts to be ended) lasts unless a test ends it first: longer
+    # than every bound a test waits on after the script started (test_interrupts' two reruns beside it, 120 s
+    # each at most), so it never ends by itself while its test still needs it (60 s did, at load 18). Every test
+    # ends it (a signal, its release file, the fixtures' SIGKILL), so this costs nothing when it passes.
+    os.environ["TOY_HOLD_SECONDS"] = seconds_arg(600)
     config.stash[RUN_CACHE] = Path(tempfile.mkdtemp(prefix="flagtree-tests-cache-"))
     os.environ["XDG_CACHE_HOME"] = str(config.stash[RUN_CACHE])
     # pyproject's `-n auto` was resolved before this hook (pytest-xdist reads this variable then). A pytest

@@ -34,6 +34,7 @@ from _bump_sources import (
     make_standins,
 )
 from _rehearsal_sources import preimages, render_preimage
+from _timing import seconds
 from _tools import sources_required, upstream_source, with_file_mounted_on_itself
 from flagtree_feedstock.bump.patching import (
     DirectoryTree,
@@ -457,7 +458,11 @@ def test_a_refused_write_of_the_third_file_writes_nothing_and_says_so(
     ]
     argv += ["--flagtree-src", str(standins.flagtree), "--to", "refresh"]
     done = subprocess.run(
-        with_file_mounted_on_itself(third, argv), capture_output=True, text=True, check=False, timeout=300
+        with_file_mounted_on_itself(third, argv),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=seconds(300),
     )
     assert done.returncode == 10, done.stdout + done.stderr
     assert done.stderr == (

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from _bump_sources import Standins, copy_feedstock, make_standins
+from _timing import seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK = Path(__file__).parent / "signal_hook"
@@ -80,7 +81,9 @@ def test_a_signal_at_any_moment_of_the_write_leaves_every_pinned_file_as_it_was(
             "FLAGTREE_TEST_SIGNAL_MARK": str(mark),
             "TMPDIR": str(scratch),
         }
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=300)
+        done = subprocess.run(
+            argv, env=env, capture_output=True, text=True, check=False, timeout=seconds(300)
+        )
         assert list(scratch.iterdir()) == []  # the bump's scratch clones are removed, whatever the moment
         if not mark.exists():  # fewer moments than that: the run wrote, untouched
             assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds_arg
 from flagtree_feedstock import _cgroups
 from flagtree_feedstock._processes import Process
 
@@ -19,7 +20,7 @@ def test_the_empty_cgroup_of_an_ended_toolkit_is_removed_and_a_running_one_s_kep
     if made is None:
         pytest.skip("this machine lets this user make no cgroup v2 (the builds run without one)")
     _cgroups.end(made)
-    ended = subprocess.Popen(["sleep", "60"])
+    ended = subprocess.Popen(["sleep", seconds_arg(60)])  # until it is killed
     gone = Process.of(ended.pid)
     assert gone is not None
     ended.kill()

@@ -32,6 +32,7 @@ import pytest
 from rattler.index import index_fs
 
 from _stub_channel import write_package
+from _timing import POLL, seconds
 from _tools import require_executable
 from _toy import build_args, error_line, make_empty_channel
 
@@ -107,7 +108,7 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
     yield start
     for process in started:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=seconds(10))
         assert process.stdout is not None
         process.stdout.close()
 
@@ -145,6 +146,9 @@ def _environment(tmp_path: Path, **more: str) -> dict[str, str]:
         "HOME": str(tmp_path / "home"),
         "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
         "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache"),
+        # A native crash (py-rattler's SIGSEGV, once) prints every thread's Python stack into the stderr the
+        # test shows: what ran when it came.
+        "PYTHONFAULTHANDLER": "1",
         "no_proxy": "127.0.0.1,127.0.0.2",
         "NO_PROXY": "127.0.0.1,127.0.0.2",
         **more,
@@ -153,7 +157,12 @@ def _environment(tmp_path: Path, **more: str) -> dict[str, str]:
 
 def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(CONSOLE_SCRIPT), *argv], check=False, env=env, capture_output=True, text=True, timeout=300
+        [str(CONSOLE_SCRIPT), *argv],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=seconds(300),
     )
 
 
@@ -340,7 +349,7 @@ def _descendants(pid: int) -> set[int]:
 def test_a_sigkilled_build_s_credentials_file_is_removed_by_the_next_build(
     tmp_path: Path, start_server: StartServer
 ) -> None:
-    url, requests = start_server(_channel_rules("/chan", delay=30))  # the engine waits on it
+    url, requests = start_server(_channel_rules("/chan", delay=seconds(30)))  # the engine waits on it
     given = url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
     out = tmp_path / "out"
     env = _environment(tmp_path)
@@ -348,18 +357,18 @@ def test_a_sigkilled_build_s_credentials_file_is_removed_by_the_next_build(
     with subprocess.Popen(
         [str(CONSOLE_SCRIPT), *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     ) as build:
-        ends = time.monotonic() + 120
+        ends = time.monotonic() + seconds(120)
         while not requests() and build.poll() is None and time.monotonic() < ends:
-            time.sleep(0.05)
+            time.sleep(POLL)
         assert requests(), "the engine never asked the channel"
         left = list(tmp_path.rglob("auth.json"))
         assert len(left) == 1  # the credentials' file, while the engine uses it
         children = _descendants(build.pid)
         build.send_signal(signal.SIGKILL)
-        build.wait(timeout=30)
-    ends = time.monotonic() + 60  # the watchdog ends the worker and what it started
+        build.wait(timeout=seconds(30))
+    ends = time.monotonic() + seconds(60)  # the watchdog ends the worker and what it started
     while any(map(_alive, children)) and time.monotonic() < ends:
-        time.sleep(0.1)
+        time.sleep(POLL)
     assert left[0].is_file()  # SIGKILL left it: no cleanup survives that
     assert _files_holding_secrets(tmp_path, skip=tmp_path / "server")
 
@@ -377,21 +386,21 @@ def test_a_sigkilled_channel_install_s_credentials_file_is_removed_by_the_next_o
     tmp_path: Path, channels: tuple[Path, Path], start_server: StartServer
 ) -> None:
     local, remote = channels
-    url, requests = start_server(_channel_rules("/chan", remote, delay=30))  # the solve waits on it
+    url, requests = start_server(_channel_rules("/chan", remote, delay=seconds(30)))  # the solve waits on it
     given = url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"
     env = _environment(tmp_path)
     argv = _install_args(local, tmp_path / "prefix", given)
     with subprocess.Popen(
         [str(CONSOLE_SCRIPT), *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) as install:
-        ends = time.monotonic() + 60
+        ends = time.monotonic() + seconds(60)
         while not requests() and install.poll() is None and time.monotonic() < ends:
-            time.sleep(0.05)
+            time.sleep(POLL)
         assert requests(), "the install never asked the channel"
         left = list(tmp_path.rglob("auth.json"))
         assert [path.parent.parent for path in left] == [tmp_path / "tmp"]  # in the temporary folder
         install.send_signal(signal.SIGKILL)
-        install.wait(timeout=30)
+        install.wait(timeout=seconds(30))
     assert left[0].is_file()  # SIGKILL left it: no cleanup survives that
 
     again = _run(

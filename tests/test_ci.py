@@ -158,6 +158,7 @@ def test_ci_run_ends_with_what_did_not_run_and_keeps_the_tests_status(tmp_path: 
             "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
             "TMPDIR": str(scratch),
             "PYTEST_ADDOPTS": "-p no:cacheprovider",  # a user's own options are kept
+            "FLAGTREE_TEST_TIME_SCALE": "2.5",  # passed on to the tests, and said
         },
         capture_output=True,
         text=True,
@@ -174,6 +175,8 @@ def test_ci_run_ends_with_what_did_not_run_and_keeps_the_tests_status(tmp_path: 
         ),
     ]
     assert lines[-len(closing) - 1].startswith("==> .ci/run: what did not run (previous phase ")
+    (tests,) = [line for line in lines if line.startswith("==> .ci/run: tests")]
+    assert tests.startswith("==> .ci/run: tests (time scale 2.5) (previous phase ")
     assert list(scratch.iterdir()) == []  # the report's folder is removed
     assert not (repo / ".pytest_cache").exists()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from _timing import POLL, seconds
 from _toy import build_args, leftovers, native_args, published
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "flagtree-feedstock"
@@ -23,7 +24,7 @@ def _stop(processes: list[subprocess.Popen[str]]) -> None:
     for process in processes:
         process.send_signal(signal.SIGINT)
     for process in processes:
-        process.communicate(timeout=60)
+        process.communicate(timeout=seconds(60))
 
 
 def _wait_until(
@@ -34,7 +35,8 @@ def _wait_until(
     wrong: Callable[[], str | None] = lambda: None,
 ) -> None:
     """Wait for ``condition``; fail at once when a process ends or ``wrong`` names something that happened."""
-    deadline = time.monotonic() + 120
+    timeout = seconds(120)
+    deadline = time.monotonic() + timeout
     while not condition():
         problem = wrong()
         if problem:
@@ -45,8 +47,8 @@ def _wait_until(
                 pytest.fail(f"a build ended (status {process.returncode}) before {what}")
         if time.monotonic() > deadline:
             _stop(processes)
-            pytest.fail(f"no {what} within 120 s")
-        time.sleep(0.05)
+            pytest.fail(f"no {what} within {timeout:g} s")
+        time.sleep(POLL)
 
 
 def test_a_second_build_into_the_same_folder_waits_and_builds_nothing_twice(
@@ -78,12 +80,12 @@ def test_a_second_build_into_the_same_folder_waits_and_builds_nothing_twice(
         (line,) = [line for line in errors[1].read_text().splitlines() if waiting in line]
         assert f" {CONSOLE_SCRIPT} build --recipe-dir " in line
         assert line.endswith(f") to finish writing into {out} (one command writes into a folder at a time)")
-        time.sleep(0.5)
+        time.sleep(seconds(0.5))  # a while in which it would have started building, were it to
         assert second.poll() is None  # it waits; it does not build toy-slow beside the first
         assert log.read_text().splitlines() == ["toy-quick", "toy-slow"]
         release.touch()
-        first_out, _ = first.communicate(timeout=120)
-        second_out, _ = second.communicate(timeout=120)
+        first_out, _ = first.communicate(timeout=seconds(120))
+        second_out, _ = second.communicate(timeout=seconds(120))
     assert (first.returncode, second.returncode) == (0, 0), [e.read_text() for e in errors]
     assert log.read_text().splitlines() == ["toy-quick", "toy-slow"]  # each package built once
     assert "built 2 package(s)" in first_out

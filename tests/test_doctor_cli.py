@@ -23,6 +23,7 @@ import yaml
 from rich.console import Console
 
 from _peak_memory import MEMORY_LIMIT_KIB, run_measured
+from _timing import seconds
 from flagtree_doctor import __version__
 from flagtree_doctor.bounded import MAX_FILE
 from flagtree_doctor.checks import CHECKS
@@ -216,7 +217,7 @@ def test_special_files_in_a_recorded_tree_are_unreadable_not_waited_for(
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,  # a FIFO read blocks for ever: the test ends here
+        timeout=seconds(60),  # a FIFO read blocks for ever: the test ends here
         # /dev/zero read whole fills the memory: at 2 GiB, not the machine's, it ends in a MemoryError.
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)),
     )

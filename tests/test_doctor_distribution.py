@@ -19,6 +19,8 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from _timing import seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 DISTRIBUTION = ROOT / "flagtree-doctor"
 PACKAGE_TEST = ROOT / "recipe" / "test_flagtree_doctor.py"
@@ -89,7 +91,7 @@ def _run_package_test(venv: Path, **extra_env: str) -> subprocess.CompletedProce
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(venv), "NO_COLOR": "1", **extra_env}
     return subprocess.run(
         [str(venv / "bin" / "python"), str(PACKAGE_TEST)],
-        capture_output=True, text=True, env=env, cwd=venv, timeout=300, check=False,
+        capture_output=True, text=True, env=env, cwd=venv, timeout=seconds(300), check=False,
     )  # fmt: skip
 
 

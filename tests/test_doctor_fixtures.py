@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from _timing import seconds
 from flagtree_doctor.cli import main
 
 DATA = Path(__file__).parent / "data" / "doctor"
@@ -277,7 +278,9 @@ def test_the_readme_records_a_tree_the_doctor_reads(tmp_path: Path) -> None:
     section = readme[readme.index("## Recording a machine") :]
     block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
     assert block is not None
-    subprocess.run(["bash", "-euo", "pipefail", "-c", block[1]], cwd=tmp_path, check=True, timeout=60)
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block[1]], cwd=tmp_path, check=True, timeout=seconds(60)
+    )
     tree = tmp_path / "machine-tree"
 
     def processors(text: str) -> list[str]:  # not the whole text: x86's "cpu MHz" changes between reads

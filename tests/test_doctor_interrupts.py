@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from _doctor_machine import as_this_machine
+from _timing import FINE_POLL, seconds
 from _tools import TORCH_INSTALL, require_module
 
 DATA = Path(__file__).parent / "data" / "doctor"
@@ -32,9 +33,9 @@ CIX = DATA / "cix-p1-orion-o6"
 MACHINE = {"FLAGTREE_TEST_MACHINE": str(CIX)}
 HOOK = Path(__file__).parent / "interrupt_hook"
 BIN = Path(sys.executable).parent
-# Seconds an operation pauses at most while Ctrl-C is held back: the test's signal lands in the pause, which
-# ends as it arrives (tests/interrupt_hook), so this only bounds a signal that never comes.
-HELD = 30.0
+# Seconds an operation pauses at most (while Ctrl-C is held back too): the test's signal lands in the pause,
+# which ends as it arrives (tests/interrupt_hook), so this only bounds a signal that never comes.
+HELD = seconds(30)
 
 
 def _script(name: str) -> str:
@@ -48,11 +49,12 @@ def start(
     pause: str,
     tmp_path: Path,
     *,
-    seconds: float = 30,
+    hold: float = HELD,
     env: dict[str, str] | None = None,
     pythonpath: tuple[Path, ...] = (),
 ) -> subprocess.Popen[str]:
-    """``argv`` paused at the first audit event ``pause`` (``EVENT:TEXT``); returns once it is there."""
+    """``argv`` paused (for at most ``hold`` seconds) at the first audit event ``pause`` (``EVENT:TEXT``);
+    returns once it is there."""
     ready = tmp_path / "ready"
     ready.unlink(missing_ok=True)
     full_env = {
@@ -64,20 +66,20 @@ def start(
         ),
         "FLAGTREE_TEST_PAUSE": pause,
         "FLAGTREE_TEST_READY": str(ready),
-        "FLAGTREE_TEST_PAUSE_SECONDS": str(seconds),
+        "FLAGTREE_TEST_PAUSE_SECONDS": str(hold),
         "NO_COLOR": "1",
         **(env or {}),
     }
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=tmp_path
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + seconds(60)
     while not ready.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             out, err = process.communicate()
             pytest.fail(f"{argv} never reached {pause} (exit {process.returncode}):\n{out}{err}")
-        time.sleep(0.005)
+        time.sleep(FINE_POLL)
     return process
 
 
@@ -95,7 +97,7 @@ def interrupt(
 ) -> tuple[int, str, str]:
     time.sleep(after)
     process.send_signal(signum)
-    out, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=seconds(60))
     return process.returncode, out, err
 
 
@@ -177,7 +179,7 @@ def test_an_interrupt_while_apply_writes_lands_the_whole_set(
     land, then the line; no temporary file is left (tree() lists every file, hidden ones too)."""
     prefix = conda_env(tmp_path / "env")
     argv = [_script("flagtree-doctor"), "--apply"]
-    process = start(argv, moment, tmp_path, seconds=HELD, env={"CONDA_PREFIX": str(prefix), **MACHINE})
+    process = start(argv, moment, tmp_path, env={"CONDA_PREFIX": str(prefix), **MACHINE})
     assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
     assert tree(prefix) == applied
 
@@ -192,7 +194,7 @@ def test_an_interrupted_undo_removes_all_or_nothing(
     assert subprocess.run(argv, env=as_this_machine(CIX, {**os.environ, **env}), capture_output=True,
                           check=False).returncode == 0  # fmt: skip
     assert tree(prefix) == applied
-    process = start([*argv, "--undo"], "os.remove:", tmp_path, seconds=HELD, env=env)
+    process = start([*argv, "--undo"], "os.remove:", tmp_path, env=env)
     assert_interrupted("flagtree-doctor", interrupt(process, signum=signum), signum)
     assert tree(prefix) == {"conda-meta": "/"}
 
@@ -205,9 +207,7 @@ def test_an_interrupt_at_any_moment_of_apply(after: float, tmp_path: Path, appli
     argv = [_script("flagtree-doctor"), "--apply"]
     # argparse is the first module the command's own code imports (importlib.import_module raises no audit
     # event for flagtree_doctor.cli itself).
-    process = start(
-        argv, "import:argparse", tmp_path, seconds=0, env={"CONDA_PREFIX": str(prefix), **MACHINE}
-    )
+    process = start(argv, "import:argparse", tmp_path, hold=0, env={"CONDA_PREFIX": str(prefix), **MACHINE})
     status, out, err = interrupt(process, after)
     if status == 130:
         # The one line; stdout may already list scripts written before the SIGINT landed (while it says so).

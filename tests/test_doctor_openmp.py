@@ -24,6 +24,7 @@ from rich.console import Console
 from _doctor_machine import as_this_machine, read_as_this_machine
 from _peak_memory import MEMORY_LIMIT_KIB, Measured, run_measured
 from _recipe_support import RECIPE_DIR
+from _timing import seconds
 from _tools import missing, require_executable
 from flagtree_doctor import activation, openmp
 from flagtree_doctor.cli import main
@@ -330,7 +331,7 @@ def activate_and_deactivate(
          f"env -0 > '{out}/after'", "true"]
     )  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), **start}
-    subprocess.run([*argv, script], env=env, check=True, timeout=60, cwd=out)
+    subprocess.run([*argv, script], env=env, check=True, timeout=seconds(60), cwd=out)
     return {
         stage: dict(item.decode().split("=", 1) for item in (out / stage).read_bytes().split(b"\0") if item)
         for stage in ("before", "during", "after")
@@ -369,7 +370,7 @@ def _mount_namespace() -> tuple[str, ...] | None:
     with tempfile.TemporaryDirectory(prefix="flagtree-ro-") as scratch:
         for argv in (("unshare", "-m"), ("unshare", "-rm")):
             probe = [*argv, "sh", "-c", READ_ONLY, "sh", scratch, "test", "!", "-w", scratch]
-            if subprocess.run(probe, capture_output=True, check=False, timeout=30).returncode == 0:
+            if subprocess.run(probe, capture_output=True, check=False, timeout=seconds(30)).returncode == 0:
                 return argv
     return None
 
@@ -402,7 +403,7 @@ def doctor_in(
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=seconds(60),
     )
 
 

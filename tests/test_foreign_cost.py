@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = ROOT / "benchmarks" / "foreign_inputs.py"
 # Each case's status at 10 KB, 1 MB and 4 MB (a lock record over 64 KB is refused, unread).
@@ -47,7 +49,7 @@ def _measured() -> dict[str, dict[str, list[float]]]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=seconds(90),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -14,10 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from _timing import seconds, seconds_arg
 from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, open_request, redact, shown_url
 from flagtree_feedstock._urls import one_line
 
-TIMEOUTS = Timeouts(connect=5, read=5)
+TIMEOUTS = Timeouts(connect=seconds(5), read=seconds(5))
 
 
 @pytest.mark.parametrize(
@@ -303,11 +304,13 @@ def test_the_total_is_named_when_its_alarm_s_thread_runs_late(
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     with (
         pytest.raises(HttpError) as raised,
-        open_request("GET", f"{url}/x", timeouts=Timeouts(connect=5, read=0.5, total=0.5)),
+        open_request(
+            "GET", f"{url}/x", timeouts=Timeouts(connect=seconds(5), read=seconds(0.5), total=seconds(0.5))
+        ),
     ):
         pass
     assert len(alarms) == 2
-    assert raised.value.message == f"{url} did not finish the request within 0.5 s: gave up"
+    assert raised.value.message == f"{url} did not finish the request within {seconds_arg(0.5)} s: gave up"
 
 
 def test_a_body_that_stops_coming_is_given_up_on_after_the_read_timeout(
@@ -331,11 +334,15 @@ def test_a_body_that_stops_coming_is_given_up_on_after_the_read_timeout(
     try:
         with (
             pytest.raises(HttpError) as raised,
-            open_request("GET", f"{url}/x", timeouts=Timeouts(connect=30, read=0.5, total=120)) as answer,
+            open_request(
+                "GET",
+                f"{url}/x",
+                timeouts=Timeouts(connect=seconds(30), read=seconds(0.5), total=seconds(120)),
+            ) as answer,
         ):
             answer.read_all()
     finally:
         server.join()
         for peer in taken:
             peer.close()
-    assert raised.value.message == f"{url} did not answer for 0.5 s: gave up"
+    assert raised.value.message == f"{url} did not answer for {seconds_arg(0.5)} s: gave up"

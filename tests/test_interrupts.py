@@ -11,6 +11,7 @@ SIGKILL of the toolkit, which it cannot handle, does not leave its worker runnin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -27,38 +28,18 @@ from typing import Any
 
 import pytest
 
+from _timing import FINE_POLL, POLL, poll_until, seconds, seconds_arg
 from _toy import RECIPES, build_args, leftovers, native_args, published
 from conftest import ignored_and_blocked
 from flagtree_doctor.interrupts import Interrupted, catch_signals
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._processes import Process
 from flagtree_feedstock.build import output_dir
+from flagtree_feedstock.errors import FeedstockError
 
 VENV_BIN = Path(sys.executable).parent
 # pip's generated wrapper: it imports flagtree_feedstock._entry before the guard there can run.
 CONSOLE_SCRIPT = VENV_BIN / "flagtree-feedstock"
-
-# A sitecustomize that stops the process inside one import (named by TOY_PAUSE_AT), after touching
-# TOY_PAUSE_MARKER: the interrupt then lands while that module loads.
-PAUSE_AT_IMPORT = """\
-import importlib.abc
-import os
-import sys
-import time
-
-
-class _Pause(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == os.environ["TOY_PAUSE_AT"]:
-            sys.meta_path.remove(self)
-            open(os.environ["TOY_PAUSE_MARKER"], "w").close()
-            time.sleep(60)
-        return None
-
-
-sys.meta_path.insert(0, _Pause())
-"""
-
 
 HOOK = Path(__file__).parent / "interrupt_hook"
 # The line and exit status each signal ends a command with.
@@ -94,24 +75,21 @@ def _session(session: int) -> dict[int, str]:
     return found
 
 
-def _until(condition: object, what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
+def _until(condition: Callable[[], object], what: str) -> None:
+    poll_until(condition, what, seconds(20))
 
 
-def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
+def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    timeout = seconds(120)
     deadline = time.monotonic() + timeout
     while not path.exists():
         if process.poll() is not None:
             pytest.fail(f"the command ended (status {process.returncode}) first:\n{process.communicate()[1]}")
         if time.monotonic() > deadline:
             process.send_signal(signal.SIGINT)  # ends its engine's processes too
-            process.communicate(timeout=60)
-            pytest.fail(f"{path} did not appear within {timeout} s")
-        time.sleep(0.02)
+            process.communicate(timeout=seconds(60))
+            pytest.fail(f"{path} did not appear within {timeout:g} s")
+        time.sleep(POLL)
 
 
 def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) -> str:
@@ -121,9 +99,9 @@ def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) 
         os.killpg(process.pid, signum)
     else:
         os.kill(process.pid, signum)
-    process.wait(timeout=60)
+    process.wait(timeout=seconds(60))
     try:
-        _, stderr = process.communicate(timeout=10)
+        _, stderr = process.communicate(timeout=seconds(10))
     except subprocess.TimeoutExpired:
         pytest.fail(
             f"{process.args[1:3]} ended ({process.returncode}), a process it started holds its output"
@@ -139,7 +117,7 @@ def _ended(process: subprocess.Popen[str], signum: int, *, group: bool = False) 
 def _killed(process: subprocess.Popen[str]) -> None:
     """SIGKILL the toolkit; once it has ended, stop reading what it wrote (what it started may hold that)."""
     process.kill()
-    process.wait(timeout=60)
+    process.wait(timeout=seconds(60))
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             stream.close()
@@ -181,12 +159,12 @@ def toy_slow(tmp_path: Path, empty_channel: Path) -> Iterator[Callable[..., subp
 def _running_when_the_lock_is_free(lock: Path, watched: list[int], found: list[list[int]]) -> None:
     """Take the lock file's flock as soon as it is free (polling); note which of ``watched`` ran then."""
     with lock.open("rb") as probe:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + seconds(30)
         while time.monotonic() < deadline:
             try:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                time.sleep(0.01)
+                time.sleep(FINE_POLL)
                 continue
             found.append([pid for pid in watched if _alive(pid)])
             return
@@ -194,17 +172,47 @@ def _running_when_the_lock_is_free(lock: Path, watched: list[int], found: list[l
 
 def _end_all(session: int, leader: Process) -> None:
     """SIGKILL every process of ``session`` until none is left (what a test itself left running). ``leader``
-    made the session: when its pid is another process's now, so is the session, and nothing is signalled."""
+    made the session: when its pid is another process's now, so is the session, and nothing is signalled. A
+    member that ends between the listing and its kill (the build ending by itself as the test ends) is gone
+    already: the others are still killed."""
     now = Process.of(session)
     if now is not None and now.start != leader.start:
         return
-    for _ in range(50):
-        members = _session(session)
-        if not members:
-            return
+    deadline = time.monotonic() + seconds(5)
+    while (members := _session(session)) and time.monotonic() < deadline:
         for pid in members:
-            os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(POLL)
+
+
+def test_ending_a_session_passes_over_a_member_that_ended_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a test left running is killed by _end_all, which lists the session, then kills each member: one
+    that ended in between (under load, a build ending by itself as its test ends) is gone already, and the
+    others are killed all the same (its ProcessLookupError failed a test's teardown)."""
+    live = subprocess.Popen(["sleep", seconds_arg(60)], start_new_session=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    leader = Process.of(live.pid)
+    assert leader is not None
+    listing = _session
+    looks: list[dict[int, str]] = []
+
+    def listed_before_it_ended(session: int) -> dict[int, str]:
+        looks.append(listing(session))
+        return {gone.pid: "true", **looks[-1]} if len(looks) == 1 else looks[-1]
+
+    monkeypatch.setitem(globals(), "_session", listed_before_it_ended)
+    try:
+        _end_all(live.pid, leader)
+        status = live.wait(timeout=seconds(10))
+    finally:
+        if live.poll() is None:  # the test failed: nothing outlives it
+            live.kill()
+            live.wait()
+    assert looks[0] == {live.pid: "sleep"}
+    assert status == -signal.SIGKILL
+    assert len(looks) == 2  # the second look found the session empty
 
 
 @pytest.mark.parametrize(
@@ -256,6 +264,21 @@ def test_a_signal_during_a_build_script(
     )
 
 
+def test_toy_slow_holds_for_the_scaled_time(
+    tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """The build script's child, which the script waits on, sleeps the time tests/conftest.py gives on the tests'
+    time scale (TOY_HOLD_SECONDS), not a fixed minute: a slower machine's tests still end it before it ends."""
+    assert os.environ["TOY_HOLD_SECONDS"] == seconds_arg(600)  # tests/conftest.py's, for every toy-slow build
+    process = toy_slow(TOY_HOLD_SECONDS=seconds_arg(601))  # another time than the recipe's own minute
+    _, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
+    assert Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[:2] == [
+        b"sleep",
+        seconds_arg(601).encode(),
+    ]
+    _ended(process, signal.SIGINT)
+
+
 def test_a_sigkilled_toolkit_leaves_nothing_of_its_build_running(
     tmp_path: Path, toy_slow: Callable[..., subprocess.Popen[str]]
 ) -> None:
@@ -292,7 +315,11 @@ def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_na
     """The watchdog killed too (SIGKILL of both): the system still kills the worker with the toolkit, while
     the build script waits without a word (a worker that writes to the dead toolkit's pipe ends of that). The
     build script is left running, and nothing ends it now: a rerun into the folder refuses to build beside
-    it, naming its processes."""
+    it, naming its processes. The script runs on until the test is done with it: its hold outlasts every wait
+    of the test (at load 18 the recipe's 60 s ran out before the second rerun)."""
+    reruns, rerun_timeout = 2, seconds(120)
+    waits = seconds(20) + reruns * rerun_timeout  # _until's (the worker's end), then the reruns'
+    assert float(os.environ["TOY_HOLD_SECONDS"]) > waits
     out = tmp_path / "channel"
     process = toy_slow()
     shell, child = (int(pid) for pid in (tmp_path / "marker").read_text().split())
@@ -303,13 +330,13 @@ def test_a_worker_whose_watchdog_was_killed_dies_with_the_toolkit_and_a_rerun_na
     _until(lambda: not _alive(worker), "the worker ended with the toolkit")
     assert _alive(shell)
     assert _alive(child)
-    for _ in range(2):  # the refusal does not forget them: a second rerun refuses too
+    for _ in range(reruns):  # the refusal does not forget them: a second rerun refuses too
         rerun = subprocess.run(
             [str(CONSOLE_SCRIPT), *build_args("toy-slow", out, *native_args(empty_channel))],
             env={**os.environ, "TOY_RELEASE": str(tmp_path)},  # were it to build, at once
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=rerun_timeout,
             check=False,
         )
         (line,) = [
@@ -365,7 +392,7 @@ def test_what_the_build_script_leaves_in_a_session_of_its_own_is_ended(
             assert free == [[]]
         else:
             (tmp_path / "release").touch()
-            _, stderr = process.communicate(timeout=120)
+            _, stderr = process.communicate(timeout=seconds(120))
             assert process.returncode == 0, stderr
         running = [pid for pid in _recorded(escape) if _alive(pid)]
         assert running == [], (
@@ -453,7 +480,7 @@ def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
             "FLAGTREE_TEST_PAUSE": "os.chmod:.part",  # the package linked beside its name, not yet checked
             "FLAGTREE_TEST_READY": str(ready),
-            "FLAGTREE_TEST_PAUSE_SECONDS": "60",
+            "FLAGTREE_TEST_PAUSE_SECONDS": seconds_arg(60),
             "TOY_RELEASE": str(tmp_path),  # toy-slow builds at once
         },
         stdout=subprocess.PIPE,
@@ -473,7 +500,7 @@ def test_what_a_build_killed_while_it_publishes_leaves_is_removed_by_the_next(
         env={**os.environ, "TOY_RELEASE": str(tmp_path)},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     assert rerun.returncode == 0, rerun.stderr
@@ -489,7 +516,7 @@ LOADING = {
     "python -m": "rich.console",
     "build --render-only": "flagtree_feedstock.recipe.render",
     "channel index": "rattler.index",
-    "channel install": "rattler",
+    "channel install": "rattler.channel",  # the first module rattler imports as it loads
     "upload": "flagtree_feedstock.channel.upload",
 }
 
@@ -506,8 +533,9 @@ LOADING = {
     ],
 )
 def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: int) -> None:
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(PAUSE_AT_IMPORT)
+    """The command is held inside the import of a module it loads (tests/interrupt_hook): the signal ends it
+    there, in its one line. The hold ends when the signal comes, however soon after the test is told (it once
+    slept through a SIGINT that came between its marker and its sleep: the test then timed out)."""
     marker = tmp_path / "paused"
     channel = tmp_path / "channel"
     (channel / "noarch").mkdir(parents=True)
@@ -524,11 +552,10 @@ def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: in
         argv,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")])
-            ),
-            "TOY_PAUSE_AT": LOADING[command],
-            "TOY_PAUSE_MARKER": str(marker),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
+            "FLAGTREE_TEST_PAUSE": f"import:{LOADING[command]}",
+            "FLAGTREE_TEST_READY": str(marker),
+            "FLAGTREE_TEST_PAUSE_SECONDS": seconds_arg(60),
         },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -541,7 +568,7 @@ def test_a_signal_while_a_command_loads(tmp_path: Path, command: str, signum: in
     _ended(process, signum)
     # Nothing written; `channel index` took the folder's lock (a lock file beside it, kept by design).
     lock = [".channel.lock"] if command == "channel index" else []
-    assert sorted(p.name for p in tmp_path.iterdir()) == [*lock, "channel", "paused", "site"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*lock, "channel", "paused"]
     assert sorted(p.name for p in channel.rglob("*")) == ["noarch"]
 
 
@@ -555,7 +582,7 @@ def _paused(argv: list[str], pause: str, tmp_path: Path, **env: str) -> subproce
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOK), os.environ.get("PYTHONPATH")])),
             "FLAGTREE_TEST_PAUSE": pause,
             "FLAGTREE_TEST_READY": str(ready),
-            "FLAGTREE_TEST_PAUSE_SECONDS": "2",
+            "FLAGTREE_TEST_PAUSE_SECONDS": seconds_arg(2),
             **env,
         },
         stdout=subprocess.PIPE,
@@ -645,6 +672,100 @@ def test_channel_index_goes_on_only_once_py_rattlers_workers_are_idle(
     assert seen == [[]] * 10
 
 
+def test_channel_install_returns_only_once_py_rattlers_workers_are_idle(
+    tmp_path: Path, toy_channel: Path
+) -> None:
+    """py-rattler's solve and install hand their result back while one or two tokio workers still run (after
+    each of ten installs in a row, without the wait); `channel install` ends right after, and the interpreter
+    torn down under such a thread can crash (a SIGSEGV once, in test_channel_credentials' second install). As
+    smoke_install returns, every other thread sleeps: ten installs, each looked at right then."""
+    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    folder.index_channel(channel, check=False)
+    seen = []
+    for attempt in range(10):
+        folder.smoke_install(
+            channel, ["toy-quick"], prefix=tmp_path / f"prefix-{attempt}", platform="linux-64"
+        )
+        seen.append(_running_threads())
+    assert seen == [[]] * 10
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["channel index", "channel index fails", "channel install", "the solve fails", "the install fails"],
+)
+def test_a_thread_still_working_when_py_rattler_returns_is_waited_for(
+    step: str, tmp_path: Path, toy_channel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two tests above catch py-rattler's own workers when they happen to be late (after every install, on
+    about every second index); this one every time: a thread works on for a moment after each py-rattler call
+    returns or raises, as those workers do, and the step returns, or raises its one-line error, only once it
+    is done (a failed solve then the exit crashed in 65 of 100 commands when only a success was waited for:
+    test_exit_statuses.py)."""
+    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+
+    channel = tmp_path / "channel"
+    (channel / "linux-64").mkdir(parents=True)
+    (package,) = (toy_channel / "linux-64").glob("*.conda")
+    os.link(package, channel / "linux-64" / package.name)
+    if step == "channel index fails":  # py-rattler's indexer cannot read an index that is a folder
+        (channel / "linux-64" / "repodata.json").mkdir()
+    elif step != "channel index":
+        folder.index_channel(channel, check=False)
+    if step == "the install fails":  # py-rattler's installer cannot make its package cache in a file
+        (tmp_path / "a-file").touch()
+        monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "a-file"))
+    working = threading.Event()  # set as a call returns (in this thread), cleared by the worker once done
+    stop = threading.Event()
+    run = asyncio.run
+
+    def returned(call: Any) -> Any:
+        try:
+            return run(call)
+        finally:
+            working.set()
+
+    def late_worker() -> None:
+        while not stop.is_set():
+            if working.wait(POLL):
+                end = time.monotonic() + 0.3  # well within the toolkit's 2 s wait for idle threads
+                while time.monotonic() < end:  # busy, as a running thread is
+                    pass
+                working.clear()
+
+    monkeypatch.setattr(folder.asyncio, "run", returned)
+    worker = threading.Thread(target=late_worker)
+    worker.start()
+    try:
+        with (
+            contextlib.nullcontext()
+            if step in ("channel index", "channel install")
+            else pytest.raises(FeedstockError, match=FAILURES.get(step, "^$"))
+        ):
+            if step.startswith("channel index"):
+                folder.index_channel(channel, check=False)
+            else:
+                spec = "nosuch" if step == "the solve fails" else "toy-quick"
+                folder.smoke_install(channel, [spec], prefix=tmp_path / "prefix", platform="linux-64")
+        assert not working.is_set(), f"{step}: returned while a thread still worked"
+    finally:
+        stop.set()
+        worker.join()
+
+
+# How each failing step of the test above fails (the start of its message).
+FAILURES = {
+    "channel index fails": "^indexing .* failed: ",
+    "the solve fails": "^cannot solve nosuch from ",
+    "the install fails": "^installing into .* failed: ",
+}
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_a_signal_while_upload_waits_for_the_server(tmp_path: Path, toy_channel: Path, signum: int) -> None:
     """A server that takes the request and never answers: the signal ends the upload at once, one line."""
@@ -718,7 +839,7 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     render = [str(CONSOLE_SCRIPT), *build_args("toy-multi", tmp_path / "out", "--render-only")]
     process = _paused(["nohup", *render], "import:flagtree_feedstock.recipe.render", tmp_path)
     process.send_signal(signal.SIGHUP)
-    out, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=seconds(60))
     assert process.returncode == 0, err
     assert "packages to build" in out
 
@@ -741,8 +862,9 @@ def test_an_interrupt_while_a_package_is_published_waits_for_its_index(
     real_index = output_dir.index_channel
 
     def interrupted_index(channel: Path, *, check: bool = True) -> list[Path]:
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, after the packages were renamed into place
-        time.sleep(0.1)
+        signal.raise_signal(
+            signal.SIGINT
+        )  # Ctrl-C, after the packages were renamed into place (handled at once)
         return real_index(channel, check=check)
 
     monkeypatch.setattr(output_dir, "index_channel", interrupted_index)
@@ -755,8 +877,7 @@ def test_an_interrupt_while_a_package_is_published_waits_for_its_index(
 def test_deferred_interrupts_hold_a_sigint_until_the_block_ends() -> None:
     finished = []
     with pytest.raises(KeyboardInterrupt), deferred_interrupts():
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.1)  # the handler has run by now: it only noted the signal
+        signal.raise_signal(signal.SIGINT)  # its handler has run when this returns: it only noted the signal
         finished.append(True)
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
@@ -777,9 +898,10 @@ def caught_signals() -> Iterator[None]:
 def test_deferred_interrupts_hold_each_signal_and_deliver_the_first(signum: int) -> None:
     finished = []
     with pytest.raises(Interrupted) as raised, deferred_interrupts():
-        os.kill(os.getpid(), signum)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.1)  # both handlers have run by now: they only noted the signals
+        signal.raise_signal(
+            signum
+        )  # each handler has run when its raise returns: they only noted the signals
+        signal.raise_signal(signal.SIGINT)
         finished.append(True)
     assert finished == [True]
     assert raised.value.signum == signum

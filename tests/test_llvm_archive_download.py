@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
+from _timing import POLL, seconds, seconds_arg
 from flagtree_feedstock import llvm_archive
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
 from flagtree_feedstock.llvm_archive.fetch import parse_size
@@ -37,6 +39,7 @@ Serve = Callable[[str], str]
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     other = ""  # the other origin's URL, for the redirect
+    trickles: ClassVar[list[float]] = []  # when each trickle began (time.monotonic())
 
     def do_GET(self) -> None:
         route = self.path.strip("/")
@@ -61,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                 except OSError:
                     return
-                time.sleep(0.2)
+                time.sleep(seconds(0.2))  # the download lasts while the test signals it
         elif route == "trickle.tar.gz":
             self._trickle()
         elif route == "elsewhere":
@@ -72,7 +75,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._head(404, {"Content-Length": "0"})
 
     def _trickle(self) -> None:
-        """A byte a second, every read well within its 60 s; 45 bytes, then it breaks off."""
+        """A byte a second (on the time scale), every read well within its 60 s; 45 bytes, then it breaks off."""
+        self.trickles.append(time.monotonic())
         self._head(200, {"Content-Length": str(len(ARCHIVE))})
         for byte in ARCHIVE[:45]:
             try:
@@ -80,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:
                 return
-            time.sleep(1)
+            time.sleep(seconds(1))
 
     def _head(self, status: int, headers: dict[str, str]) -> None:
         self.send_response(status)
@@ -108,6 +112,7 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Serve]:
             _Handler.other = url
         return url
 
+    _Handler.trickles.clear()
     yield start
     _Handler.other = ""
     for server in servers:
@@ -244,11 +249,11 @@ def _downloading(url: str, env: dict[str, str], tmp_path: Path) -> subprocess.Po
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + seconds(60)
     while not [n for n in _left(env) if n.startswith(".incoming-")]:
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "the download did not start"
-        time.sleep(0.05)
+        time.sleep(POLL)
     return process
 
 
@@ -267,7 +272,7 @@ def test_an_interrupted_download_leaves_no_partial_file(
     """Ctrl-C, a cancelled job's SIGTERM, a dropped session's SIGHUP: the partial download goes with the run."""
     process = _downloading(f"{serve('127.0.0.1')}/slow.tar.gz", env, tmp_path)
     process.send_signal(signum)
-    _, err = process.communicate(timeout=60)
+    _, err = process.communicate(timeout=seconds(60))
     assert process.returncode == 128 + signum, err
     assert err.splitlines()[-1] == line
     assert _left(env) == []
@@ -280,28 +285,34 @@ def test_a_trickling_server_is_cut_off_at_the_timeout(
     (--llvm-archive-timeout) ends it, in one line, with nothing left in the cache."""
     url = f"{serve('127.0.0.1')}/trickle.tar.gz"
     argv = ["build", "--output-dir", str(tmp_path / "out"), "--llvm-archive", url]
-    started = time.monotonic()
     done = subprocess.run(
-        [str(CONSOLE_SCRIPT), *argv, "--llvm-archive-sha256", SHA256, "--llvm-archive-timeout", "2"],
+        [
+            str(CONSOLE_SCRIPT),
+            *argv,
+            "--llvm-archive-sha256",
+            SHA256,
+            "--llvm-archive-timeout",
+            seconds_arg(2),
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
-    took = time.monotonic() - started
+    took = time.monotonic() - _Handler.trickles[0]  # from the request: the command's start-up is not timed
     errors = [line for line in done.stderr.splitlines() if line.startswith("flagtree-feedstock: error:")]
     assert done.returncode == 6, done.stderr
     line = (
         f"flagtree-feedstock: error: --llvm-archive {url} could not be downloaded: {url.rsplit('/', 1)[0]} did "
-        "not finish the request within 2 s: gave up (fix: on a slow link, raise --llvm-archive-timeout; or "
+        f"not finish the request within {seconds_arg(2)} s: gave up (fix: on a slow link, raise --llvm-archive-timeout; or "
         "download the file yourself and pass its path)"
     )
     assert errors == [line], done.stderr
     assert "Traceback" not in done.stderr
-    # The start-up (the toolkit's imports) takes a few seconds on a loaded machine; the trickle lasts 45.
-    assert took < 30, f"the download went on for {took:.0f} s"
+    # The trickle lasts 45 s.
+    assert took < seconds(30), f"the download went on for {took:.0f} s"
     assert _left(env) == []
 
 
@@ -344,7 +355,7 @@ def test_a_signed_url_s_query_is_never_printed(
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert done.returncode == 6, done.stderr
@@ -362,7 +373,7 @@ def test_a_killed_download_s_partial_file_is_removed_by_the_next_download(
     url = serve("127.0.0.1")
     process = _downloading(f"{url}/slow.tar.gz", env, tmp_path)
     process.kill()
-    process.communicate(timeout=60)
+    process.communicate(timeout=seconds(60))
     (abandoned,) = [n for n in _left(env) if n.startswith(".incoming-")]
     assert abandoned.startswith(f".incoming-{process.pid}-")
     cached = _download(f"{url}/archive.tar.gz", env)
@@ -400,7 +411,7 @@ def test_a_signal_at_each_moment_of_the_spool_s_creation_leaves_no_partial_file(
             env=hooked,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=seconds(120),
             check=False,
         )
         if not mark.is_file():  # fewer moments than that: the download ran through untouched

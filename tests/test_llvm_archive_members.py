@@ -29,6 +29,7 @@ import pytest
 
 from _hostile_packages import Part, gnu_long_name, header, member, pax, raw_header, symlink, tar_chunks
 from _peak_memory import run_measured
+from _timing import seconds
 from _tools import require_executable
 from flagtree_feedstock.cli import main
 from test_llvm_archive import TOP, make_tree, programs  # noqa: F401 - programs is a fixture
@@ -232,7 +233,7 @@ def _child(code: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str],
         preexec_fn=_limited,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=seconds(300),
         check=False,
     )
     *_, peak = done.stderr.splitlines() or ["0"]
@@ -445,4 +446,4 @@ def test_an_archive_two_readers_read_differently_or_a_bomb_is_one_bounded_line(
         "holds none of these), downloaded again)"
     )
     assert len(line) < 1000
-    assert done.peak_kib < MEMORY_LIMIT_KIB and done.seconds < 60
+    assert done.peak_kib < MEMORY_LIMIT_KIB and done.seconds < seconds(60)

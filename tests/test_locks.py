@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from _peak_memory import MEMORY_LIMIT_KIB, run_measured
+from _timing import POLL, seconds, seconds_arg
 from _tools import as_a_user
 from _toy import build_args, error_line, make_empty_channel, native_args, published
 from flagtree_feedstock._locks import INSIDE, MAX_RECORD, folder_lock, lock_path
@@ -73,7 +74,7 @@ def test_a_planted_lock_link_is_refused_and_its_target_untouched(
     if command == "build":
         argv = build_args("toy-slow", channel, *native_args(empty_channel))
     done = subprocess.run(
-        [str(CONSOLE_SCRIPT), *argv], capture_output=True, text=True, check=False, timeout=120
+        [str(CONSOLE_SCRIPT), *argv], capture_output=True, text=True, check=False, timeout=seconds(120)
     )
     assert done.returncode == 10, done.stderr
     assert error_line(done.stderr) == (
@@ -208,13 +209,14 @@ def test_a_recorded_worker_whose_pid_another_process_has_now_is_not_named(
 ) -> None:
     """The lock file names the worker of a build long gone; its pid now belongs to another session's leader
     (a different start time): that session is not the build's, and nothing is named."""
-    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    hold = seconds_arg(30)  # until it is killed
+    other = subprocess.Popen(["sleep", hold], start_new_session=True)
     try:
         # Popen may return before the new program's arguments show in /proc (the kernel sets them last).
-        deadline = time.monotonic() + 10
-        while (now := Process.of(other.pid)) is None or now.command != "sleep 30":
+        deadline = time.monotonic() + seconds(10)
+        while (now := Process.of(other.pid)) is None or now.command != f"sleep {hold}":
             assert time.monotonic() < deadline, now
-            time.sleep(0.01)
+            time.sleep(POLL)
         lock = lock_path(channel)
         lock.write_text(f"flagtree-feedstock lock\nholder 1 1 gone\nworker {now.pid} {now.start - 1} gone\n")
         with folder_lock(channel) as held:
@@ -241,12 +243,13 @@ def _index_in_background(channel: Path, err: Path) -> subprocess.Popen[str]:
 
 def _waiting_line(process: subprocess.Popen[str], err: Path) -> str:
     """The line ``process`` prints as it starts to wait for the lock (it must wait, not end)."""
-    deadline = time.monotonic() + 60
+    timeout = seconds(60)
+    deadline = time.monotonic() + timeout
     while "waiting for " not in err.read_text():
         if process.poll() is not None:
             pytest.fail(f"it did not wait (status {process.returncode}): {err.read_text()}")
-        assert time.monotonic() < deadline, "no waiting line within 60 s"
-        time.sleep(0.02)
+        assert time.monotonic() < deadline, f"no waiting line within {timeout:g} s"
+        time.sleep(POLL)
     (line,) = [line for line in err.read_text().splitlines() if "waiting for " in line]
     return line
 
@@ -265,10 +268,10 @@ def test_a_lock_file_deleted_or_replaced_while_held_keeps_a_second_command_out(
             lock.write_text("flagtree-feedstock lock\n")
         index = _index_in_background(channel, err)
         line = _waiting_line(index, err)
-        time.sleep(0.3)
+        time.sleep(seconds(0.3))  # a while in which it would write, were it not to wait
         assert index.poll() is None
         assert not (channel / "linux-64" / "repodata.json").exists()  # nothing written beside the holder
-    assert index.wait(timeout=60) == 0, err.read_text()
+    assert index.wait(timeout=seconds(60)) == 0, err.read_text()
     assert line.endswith(
         f"waiting for another command to finish writing into {channel} (its lock file {lock} was deleted or "
         "replaced while it held it)"
@@ -291,7 +294,7 @@ def test_a_lock_file_replaced_while_a_command_waits_is_let_go_for_the_new_one(
         replacement = tmp_path / "replacement"
         replacement.write_text("flagtree-feedstock lock\n")
         replacement.replace(lock)
-    assert index.wait(timeout=60) == 0, err.read_text()
+    assert index.wait(timeout=seconds(60)) == 0, err.read_text()
     assert lock.read_text().splitlines()[1].startswith(f"holder {index.pid} ")
 
 
@@ -327,6 +330,6 @@ def test_a_planted_record_is_shown_with_its_control_characters_escaped(tmp_path:
         lock.write_text(f"flagtree-feedstock lock\nholder {held.holder.pid} {held.holder.start} {planted}\n")
         index = _index_in_background(channel, err)
         line = _waiting_line(index, err)
-    assert index.wait(timeout=60) == 0, err.read_text()
+    assert index.wait(timeout=seconds(60)) == 0, err.read_text()
     assert f"waiting for process {os.getpid()} (evil\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m) to finish" in line
     assert not any(c in err.read_text() for c in "\x1b\x07\x9b")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from _timing import POLL, seconds, seconds_arg
 from _tools import require_executable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,18 +41,20 @@ import pytest
 
 import toypkg
 
+POLL = 0.05  # how often the meeting is looked at: an interval, not a bound
+
 
 @pytest.fixture(autouse=True)
 def meet():
-    # With TOY_MEETING set, each test notes when it ran there, and the first waits (a minute at most) for a
-    # second to start: runs at once overlap, runs one after the other cannot.
+    # With TOY_MEETING set, each test notes when it ran there, and the first waits (TOY_MEETING_SECONDS at most)
+    # for a second to start: runs at once overlap, runs one after the other cannot.
     meeting = os.environ.get("TOY_MEETING")
     start, mine = time.time(), Path(meeting or ".", str(os.getpid()))
     if meeting:
         mine.write_text(str(start))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + float(os.environ["TOY_MEETING_SECONDS"])
         while len(list(Path(meeting).iterdir())) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(POLL)
     yield
     if meeting:
         mine.write_text(f"{start} {time.time()}")
@@ -181,7 +184,7 @@ def _run(repo: Path, *args: str, env: dict[str, str] | None = None) -> subproces
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=seconds(300),
     )
 
 
@@ -263,7 +266,13 @@ def test_parallel_results_are_the_serial_ones_and_each_baseline_runs_once(
     meeting = tmp_path / "meeting"
     meeting.mkdir()
     serial = _run(toy_repository, "--json", "--jobs", "1")
-    parallel = _run(toy_repository, "--json", "--jobs", "3", env={"TOY_MEETING": str(meeting)})
+    parallel = _run(
+        toy_repository,
+        "--json",
+        "--jobs",
+        "3",
+        env={"TOY_MEETING": str(meeting), "TOY_MEETING_SECONDS": seconds_arg(60)},
+    )
     # The three jobs ran at once: some two of their tests' runs overlapped.
     runs = sorted(tuple(map(float, p.read_text().split())) for p in meeting.iterdir())
     assert len(runs) == 7 and all(len(run) == 2 for run in runs), runs  # 3 baselines, 4 mutations
@@ -326,16 +335,20 @@ def test_an_equivalent_mutation_that_survives_passes_the_run(toy_repository: Pat
 # that held the run's pipe would hold the runner too, until it ended by itself).
 HANGS = """import os, subprocess, sys, time
 child = subprocess.Popen(
-    [sys.executable, "-c", "import time; time.sleep(600)"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", sys.argv[2]],
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
 )
 open(sys.argv[1], "w").write(str(child.pid))
-time.sleep(600)
+time.sleep(float(sys.argv[2]))
 """
 
 
 def _ends(pid: int) -> bool:
     """Whether ``pid`` ends (a zombie not yet reaped counts as ended) within a minute of SIGKILL's way."""
-    deadline = time.monotonic() + 60  # a bound for a process that will not end, not a timing asserted
+    deadline = time.monotonic() + seconds(
+        60
+    )  # a bound for a process that will not end, not a timing asserted
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -343,7 +356,7 @@ def _ends(pid: int) -> bool:
             return True
         if state in {"Z", "X"}:
             return True
-        time.sleep(0.05)
+        time.sleep(POLL)
     return False
 
 
@@ -351,7 +364,12 @@ def test_a_run_past_its_timeout_ends_with_what_it_started(tmp_path: Path) -> Non
     """The timeout ends the pytest run's whole process group: a test's children too, not pytest alone."""
     pid_file = tmp_path / "grandchild"
     with pytest.raises(subprocess.TimeoutExpired):
-        _runner().Children().run([sys.executable, "-c", HANGS, str(pid_file)], tmp_path, dict(os.environ), 2)
+        _runner().Children().run(
+            [sys.executable, "-c", HANGS, str(pid_file), seconds_arg(600)],
+            tmp_path,
+            dict(os.environ),
+            seconds(2),
+        )
     assert _ends(int(pid_file.read_text()))
 
 
@@ -366,9 +384,9 @@ id = "hangs"
 file = "src/toypkg/__init__.py"
 find = "    return a + b"
 replace = '''    import subprocess, sys, time
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep({seconds(600)})"])
     open({str(pid_file)!r}, "w").write(str(child.pid))
-    time.sleep(600)'''
+    time.sleep({seconds(600)})'''
 tests = ["tests/test_toy.py::test_add"]
 why = "a mutation whose test hangs, with a child of its own"
 """
@@ -383,12 +401,14 @@ why = "a mutation whose test hangs, with a child of its own"
         text=True,
     )
     try:
-        deadline = time.monotonic() + 300  # no timing is asserted: it only bounds a broken runner's wait
+        deadline = time.monotonic() + seconds(
+            300
+        )  # no timing is asserted: it only bounds a broken runner's wait
         while not (pid_file.is_file() and pid_file.read_text()) and runner.poll() is None:
             assert time.monotonic() < deadline, "the hanging test never started"
-            time.sleep(0.1)
+            time.sleep(POLL)
         runner.send_signal(signal.SIGTERM)
-        out, err = runner.communicate(timeout=120)
+        out, err = runner.communicate(timeout=seconds(120))
     finally:
         runner.kill()
     assert runner.returncode == 128 + signal.SIGTERM, out + err

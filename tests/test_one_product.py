@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from _package_diff import first_difference, members
+from _timing import seconds
 from _toy import RECIPES, build_args, make_empty_channel, native_args
 from flagtree_feedstock.build.sbom import sbom_path
 
@@ -50,7 +51,7 @@ def _build(
         text=True,
         check=False,
         env=env,
-        timeout=300,
+        timeout=seconds(300),
         preexec_fn=lambda: os.umask(umask),
     )
     assert done.returncode == 0, done.stderr

@@ -47,6 +47,7 @@ from _hostile_packages import (
     zstd,
 )
 from _peak_memory import console_script
+from _timing import seconds
 from _toy import build_args, make_empty_channel, native_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +107,7 @@ def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from _recipe_support import RECIPE_DIR
+from _timing import seconds
 from _tools import require_executable
 
 USING = Path(__file__).resolve().parents[1] / "docs" / "using.md"
@@ -79,7 +80,7 @@ def _run(shell: str, prefix: Path, out: Path, start: dict[str, str]) -> dict[str
         ]
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), **start, **_LOCALE[shell]}
-    subprocess.run([*argv, script], env=env, check=True, timeout=60, cwd=out)
+    subprocess.run([*argv, script], env=env, check=True, timeout=seconds(60), cwd=out)
     return {stage: _parse((out / stage).read_bytes()) for stage in ("before", "during", "after")}
 
 
@@ -143,5 +144,5 @@ def test_activating_twice_still_restores(shell, prefix, tmp_path):
         f"{source} '{deactivate}'; env -0 > '{out}/after'; true"
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(out), "CONDA_PREFIX": str(prefix), "CC": "", **_LOCALE[shell]}
-    subprocess.run([*argv, script], env=env, check=True, timeout=60, cwd=out)
+    subprocess.run([*argv, script], env=env, check=True, timeout=seconds(60), cwd=out)
     assert _parse((out / "after").read_bytes()) == _parse((out / "before").read_bytes())

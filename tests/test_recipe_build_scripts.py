@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from _recipe_support import RECIPE_DIR, dot_graph, llvm_distribution
+from _timing import seconds
 from _tools import aarch64_gcc, network_jail, require_executable, upstream_source
 
 NVIDIA_VARIABLES = (
@@ -184,7 +185,7 @@ class StandIn:
             capture_output=True,
             text=True,
             check=False,
-            timeout=120,
+            timeout=seconds(120),
         )
 
     def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
@@ -637,7 +638,7 @@ def test_sleef_cross_builds_with_the_helpers_the_script_builds(standin, tmp_path
             ["cmake", "-S", str(sleef), "-B", str(tmp_path / build), "-G", "Ninja", "-DCMAKE_SYSTEM_NAME=Linux",
              "-DCMAKE_SYSTEM_PROCESSOR=aarch64", f"-DCMAKE_C_COMPILER={cross_cc}", "-DSLEEF_BUILD_TESTS=OFF",
              "-DSLEEF_BUILD_DFT=OFF", "-DSLEEF_BUILD_GNUABI_LIBS=OFF", "-DSLEEF_BUILD_SCALAR_LIB=OFF", *extra],
-            capture_output=True, text=True, check=False, timeout=600,
+            capture_output=True, text=True, check=False, timeout=seconds(600),
         )  # fmt: skip
         assert configure.returncode == 0, configure.stdout + configure.stderr
         generate = subprocess.run(
@@ -645,7 +646,7 @@ def test_sleef_cross_builds_with_the_helpers_the_script_builds(standin, tmp_path
             capture_output=True,
             text=True,
             check=False,
-            timeout=600,
+            timeout=seconds(600),
         )
         if extra:
             assert generate.returncode == 0, generate.stdout + generate.stderr

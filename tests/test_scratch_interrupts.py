@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from _hostile_packages import STEM, channel_with, info_members, tar_bz2
+from _timing import seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK = Path(__file__).parent / "signal_hook"
@@ -46,7 +47,7 @@ def _run(
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
 

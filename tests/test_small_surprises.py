@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from _timing import seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CIX = ROOT / "tests" / "data" / "doctor" / "cix-p1-orion-o6"
@@ -34,7 +36,7 @@ def run(command: str, *argv: str, env: dict[str, str]) -> tuple[int, str, str]:
         env=env,
         cwd=ROOT,
         check=False,
-        timeout=300,
+        timeout=seconds(300),
     )
     return done.returncode, done.stdout, done.stderr
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from _stub_channel import write_package
+from _timing import seconds
 from conftest import USER_CACHE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ def test_a_run_started_in_tests_runs_from_the_root(tmp_path: Path) -> None:
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "run"),
          NEEDS_THE_ROOT],
         cwd=ROOT / "tests", env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=seconds(600), check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].startswith("1 passed"), done.stdout
@@ -49,7 +50,7 @@ def test_the_caches_the_commands_write_are_this_runs_own(tmp_path: Path) -> None
     for argv in (["channel", "index", str(channel)],
                  ["channel", "install", str(channel), "stub-run-cache", "--prefix", str(tmp_path / "env")]):  # fmt: skip
         done = subprocess.run(
-            [str(binary), *argv], capture_output=True, text=True, timeout=300, check=False, env=env
+            [str(binary), *argv], capture_output=True, text=True, timeout=seconds(300), check=False, env=env
         )
         assert done.returncode == 0, done.stderr
     assert (cache / "rattler" / "cache" / "pkgs" / "stub-run-cache-1.0-h0_0").is_dir()

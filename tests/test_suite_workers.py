@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _timing import seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -19,7 +21,7 @@ def test_the_tests_of_a_module_fixture_run_on_one_worker_which_builds_it_once(tm
         [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", "--basetemp", str(base),
          "tests/test_doctor_elf.py"],
         cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=seconds(600), check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     ran_on = set(re.findall(r"^\[(gw\d+)\] .*PASSED", done.stdout, flags=re.MULTILINE))

@@ -30,6 +30,7 @@ import yaml
 
 from _doctor_machine import as_this_machine
 from _stub_channel import write_package
+from _timing import seconds
 from _tools import TORCH_INSTALL, aarch64_gcc, require_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,10 +56,20 @@ def run(
         "COLUMNS": "40",  # a pipe ignores it; a terminal this narrow would wrap everything
         **(env or {}),
     }
-    done = subprocess.run(
-        [str(BIN / argv[0]), *argv[1:]], capture_output=True, env=full_env, cwd=ROOT, check=False, timeout=600
-    )
+    done = _console_script(argv, full_env)
     return done.returncode, done.stdout.decode(encoding), done.stderr.decode(encoding)
+
+
+def _console_script(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` (its first word a console script of this environment) run from the repository, its output kept."""
+    return subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+        timeout=seconds(600),
+    )
 
 
 def no_traceback(out: str, err: str) -> None:
@@ -276,15 +287,13 @@ def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
             if not chunk:
                 break
             chunks.append(chunk)
-        status = process.wait(timeout=600)
+        status = process.wait(timeout=seconds(600))
     os.close(leader)
     return status, ESCAPE.sub("", b"".join(chunks).decode().replace("\r\n", "\n"))
 
 
 def in_a_pipe(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    done = subprocess.run(
-        [str(BIN / argv[0]), *argv[1:]], capture_output=True, env=env, cwd=ROOT, check=False, timeout=600
-    )
+    done = _console_script(argv, env)
     return done.returncode, ESCAPE.sub("", (done.stdout + done.stderr).decode())
 
 

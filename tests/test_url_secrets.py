@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _timing import POLL, seconds, seconds_arg
 from _toy import build_args, error_line
 
 TESTS = Path(__file__).resolve().parent
@@ -41,7 +42,7 @@ def _rules() -> list[dict[str, Any]]:
                 {"path": f"{base}repodata_shards", "status": 404},
                 {"path": f"{base}repodata.json.", "status": 404},
                 # A second's wait: the worker runs long enough for its command line to be read.
-                {"path": f"{base}repodata.json", "status": 200, "delay": 1, "body": {**EMPTY, "info": {"subdir": subdir}}},
+                {"path": f"{base}repodata.json", "status": 200, "delay": seconds(1), "body": {**EMPTY, "info": {"subdir": subdir}}},
             ]  # fmt: skip
     return [*rules, {"path": "/", "status": 404}]
 
@@ -64,7 +65,7 @@ def channel_server(tmp_path: Path) -> Iterator[tuple[int, Callable[[], list[dict
     port = int(process.stdout.readline())
     yield port, lambda: [json.loads(line) for line in log.read_text().splitlines()]
     process.terminate()
-    process.wait(timeout=10)
+    process.wait(timeout=seconds(10))
     process.stdout.close()
 
 
@@ -104,11 +105,11 @@ def _run_watching(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Comp
     with subprocess.Popen(
         [str(CONSOLE_SCRIPT), *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
-        ends = time.monotonic() + 60
+        ends = time.monotonic() + seconds(60)
         while process.poll() is None and time.monotonic() < ends:
             seen.update(_children(process.pid).values())
-            time.sleep(0.02)
-        out, err = process.communicate(timeout=10)
+            time.sleep(POLL)
+        out, err = process.communicate(timeout=seconds(10))
     return subprocess.CompletedProcess(argv, process.returncode, out, err), sorted(seen)
 
 
@@ -216,7 +217,7 @@ def test_render_only_shows_no_secret(as_json: bool, tmp_path: Path) -> None:
         cwd=TESTS.parent,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -236,14 +237,16 @@ def test_a_process_s_command_line_is_recorded_without_a_url_s_secrets() -> None:
     from flagtree_feedstock._processes import Process  # noqa: PLC0415
 
     url = f"http://user:{PASSWORD}@host.example/t/{TOKEN}/chan?sig={SIGNATURE}"
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-c", url]) as process:
+    with subprocess.Popen(
+        [sys.executable, "-c", f"import time; time.sleep({seconds_arg(30)})", "-c", url]
+    ) as process:
         try:
             # Until the child has exec'd (on a loaded machine a moment after Popen returns), /proc shows the
             # command line of the fork, or none.
             cmdline = Path(f"/proc/{process.pid}/cmdline")
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + seconds(20)
             while b"time.sleep" not in cmdline.read_bytes() and time.monotonic() < deadline:
-                time.sleep(0.01)
+                time.sleep(POLL)
             found = Process.of(process.pid)
         finally:
             process.kill()

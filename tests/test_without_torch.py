@@ -16,9 +16,11 @@ import sys
 import sysconfig
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
+from _timing import seconds
 from _tools import TORCH_INSTALL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,23 +69,39 @@ def without_torch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def _pytest(python: Path, report: Path, *, ci: bool) -> tuple[int, dict[str, tuple[str, str]]]:
-    """Run the tests that need torch without it (and those around them); each test's outcome (passed, skipped, failed, error) and its message."""
+class Run(NamedTuple):
+    """The inner run: its status, each test's outcome (passed, skipped, failure, error) and message, and how
+    the run itself ended (the last lines of its output: its summary, or why it wrote no report)."""
+
+    status: int
+    outcomes: dict[str, tuple[str, str]]
+    tail: str
+
+    def failed(self) -> str:
+        """What to read when the run did not end as expected: each test that failed, then the run's own end."""
+        bad = {name: found for name, found in self.outcomes.items() if found[0] in ("failure", "error")}
+        return "\n".join([*(f"{name}: {tag}: {message}" for name, (tag, message) in bad.items()), self.tail])
+
+
+def _pytest(python: Path, report: Path, *, ci: bool) -> Run:
+    """Run the tests that need torch without it (and those around them)."""
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "PYTHONPATH")}
     if ci:
         env["CI"] = "true"
     argv = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
     done = subprocess.run(
         [*argv, "--continue-on-collection-errors", *(NEED_TORCH if ci else (*NEED_TORCH, *AROUND))],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900,
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=seconds(900),
     )  # fmt: skip
+    tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+    assert report.is_file(), f"the inner pytest wrote no report (status {done.returncode}):\n{tail}"
     outcomes = {}
     for case in ET.parse(report).iter("testcase"):
         name = ".".join(part for part in (case.get("classname"), case.get("name")) if part)
         found = next((c for c in case if c.tag in ("skipped", "failure", "error")), None)
         message = f"{found.get('message', '')}\n{found.text or ''}" if found is not None else ""
         outcomes[name] = (found.tag if found is not None else "passed", message)
-    return done.returncode, outcomes
+    return Run(done.returncode, outcomes, tail)
 
 
 INTERRUPT = "tests.test_doctor_interrupts.test_an_interrupt_while_verify_imports_flagtree"
@@ -91,8 +109,9 @@ MISSING = f"torch is not installed (install: {TORCH_INSTALL})"
 
 
 def test_what_needs_torch_skips_with_the_install_line(without_torch: Path, tmp_path: Path) -> None:
-    status, outcomes = _pytest(without_torch, tmp_path / "report.xml", ci=False)
-    assert status == 0, outcomes
+    run = _pytest(without_torch, tmp_path / "report.xml", ci=False)
+    assert run.status == 0, run.failed()
+    outcomes = run.outcomes
     skipped = {name: message for name, (outcome, message) in outcomes.items() if outcome == "skipped"}
     torch = {name for name, message in skipped.items() if "torch" in message}
     assert all(MISSING in skipped[name] for name in torch), skipped
@@ -104,8 +123,9 @@ def test_what_needs_torch_skips_with_the_install_line(without_torch: Path, tmp_p
 
 
 def test_under_ci_a_missing_torch_is_a_failure(without_torch: Path, tmp_path: Path) -> None:
-    status, outcomes = _pytest(without_torch, tmp_path / "report.xml", ci=True)
-    assert status == 1, outcomes
+    run = _pytest(without_torch, tmp_path / "report.xml", ci=True)
+    assert run.status == 1, run.failed()
+    outcomes = run.outcomes
     failed = {
         name: message for name, (outcome, message) in outcomes.items() if outcome in ("failure", "error")
     }

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import rich
 
+from _timing import seconds
 from _tools import missing, require_executable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +53,6 @@ def run_aarch64(
         capture_output=True,
         text=True,
         env=full_env,
-        timeout=120,
+        timeout=seconds(120),
         check=False,
     )

@@ -2,11 +2,12 @@
 
 Put this folder on ``PYTHONPATH`` and Python's ``site`` imports it at start-up. With ``FLAGTREE_TEST_PAUSE`` set
 to ``EVENT:TEXT`` it adds an audit hook (``sys.addaudithook``): the first audit event named EVENT whose first
-argument contains TEXT (``import:rich.console`` is an import statement of rich.console, as
+argument contains TEXT, or is TEXT for an import (``import:rich.console`` is an import statement of rich.console, as
 ``importlib.import_module`` raises no such event; ``open:.tmp`` the opening of a
 temporary file, ``os.rename:`` any rename) creates the file ``FLAGTREE_TEST_READY`` and sleeps
-``FLAGTREE_TEST_PAUSE_SECONDS`` (default 30) inside the operation, so the test's SIGINT lands there; the first
-signal that arrives (one the command holds back too) ends the pause at once. A
+``FLAGTREE_TEST_PAUSE_SECONDS`` (a bound on the tests' time scale, tests/_timing.py: the test sets it) inside the
+operation, so the test's SIGINT lands there; the first signal that arrives (one the command holds back too, and
+one that came before the pause began, once the wait was set up) ends the pause at once. A
 KeyboardInterrupt raised in the sleep propagates out of the operation as one raised by the operation would.
 ``FLAGTREE_TEST_PAUSE=import:MODULE`` with ``FLAGTREE_TEST_PAUSE_SECONDS=0`` only marks a moment.
 ``return:MODULE.NAME`` pauses just *after* a call of that built-in function returns in the main thread
@@ -41,11 +42,12 @@ if _SPEC:
 
     _EVENT, _, _TEXT = _SPEC.partition(":")
     _READY = os.environ["FLAGTREE_TEST_READY"]
-    _SECONDS = float(os.environ.get("FLAGTREE_TEST_PAUSE_SECONDS", "30"))
+    _SECONDS = float(os.environ["FLAGTREE_TEST_PAUSE_SECONDS"])
     _fired = []
 
     def _pause(event, args):
-        if _fired or event != _EVENT or _TEXT not in str(args[0] if args else ""):
+        subject = str(args[0] if args else "")
+        if _fired or event != _EVENT or (subject != _TEXT if event == "import" else _TEXT not in subject):
             return
         _fired.append(event)
         with _woken_by_a_signal() as woken:  # before the test is told: its signal may come at once
