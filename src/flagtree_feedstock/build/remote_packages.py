@@ -23,9 +23,12 @@ import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._locks import FolderLock
-from flagtree_feedstock.channel.folder import check_package, index_channel, local_folder
+from flagtree_feedstock._urls import shown_url
+from flagtree_feedstock.channel.folder import check_package, index_channel, local_folder, package_link_scripts
+from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.channel.remote_packages import Authorize, checked_copy
 from flagtree_feedstock.errors import BuildFailedError, ChannelError
 from flagtree_feedstock.recipe.render import RenderedOutput
@@ -62,10 +65,12 @@ def check_remote_packages(
     env: dict[str, str],
     lock: FolderLock,
     authorize: Authorize,
+    link_scripts: LinkScriptPolicy,
 ) -> None:
     """Have the engine solve ``call`` alone; put a checked copy of each package its solution takes from a
     remote channel into ``channel`` (the build call's second channel), downloaded with ``authorize``, and
-    index it."""
+    index it. A package of the solution that carries link scripts ``link_scripts`` does not allow, from any
+    channel, is refused."""
     solve = replace(call, mode="solve", events=False, up_to=call.up_to or (call.key[0] if call.key else None))
     # A package cache of its own: what the solve downloads (to read run exports) is not what the build installs.
     result = run_engine(
@@ -80,33 +85,49 @@ def check_remote_packages(
     if result.outcome == "error":  # the engine could not solve: the build's own call reports why
         LOGGER.debug("the solve before the build failed; the build reports it: %s", result.text)
         return
-    if sum(_copy_checked(record, channel, authorize) for record in solved_packages(result)):
+    added = False
+    for record in solved_packages(result):
+        url = str(record.get("url") or "")
+        if url.startswith("file://"):
+            package = _local_file(url)
+        else:
+            package = _copy_path(record, channel)
+            if not package.exists():
+                _copy_checked(record, package, authorize)
+                added = True
+        name, scripts = package_link_scripts(package, str(record.get("fn") or package.name))
+        link_scripts.admit(name, scripts, where=str(package) if url.startswith("file://") else shown_url(url))
+    if added:
         index_channel(channel, check=False)  # each was checked as it was downloaded
 
 
-def _copy_checked(record: dict[str, Any], channel: Path, authorize: Authorize) -> int:
-    """Download ``record``'s package into ``channel`` and check it, unless it is local or already there; 1 when
-    it was added."""
+def _local_file(url: str) -> Path:
+    """The package file a ``file://`` URL of the solution names (a local channel's, checked as the build
+    started, or the staging folder's)."""
+    return Path(unquote(urlsplit(url).path))
+
+
+def _copy_path(record: dict[str, Any], channel: Path) -> Path:
+    """Where the checked copy of the remote ``record``'s package goes in ``channel``."""
     url = str(record.get("url") or "")
-    if not url or url.startswith("file://"):
-        return 0
     subdir, name = str(record.get("subdir") or ""), str(record.get("fn") or url.rsplit("/", 1)[-1])
     if not _SUBDIR.fullmatch(subdir):
         raise ChannelError(
             f"the channel's index gives {url} the subdir {subdir!r}: not a conda subdir",
             fix="do not build with this channel; tell its owner",
         )
-    copy = channel / subdir / name
-    if copy.exists():
-        return 0
+    return channel / subdir / name
+
+
+def _copy_checked(record: dict[str, Any], copy: Path, authorize: Authorize) -> None:
+    """Download ``record``'s package to ``copy`` and check it."""
     sha256 = record.get("sha256")
     size = record.get("size")
     checked_copy(
-        url,
+        str(record.get("url") or ""),
         copy,
         sha256=sha256 if isinstance(sha256, str) else None,
         size=size if isinstance(size, int) else None,
         check=check_package,
         authorize=authorize,
     )
-    return 1

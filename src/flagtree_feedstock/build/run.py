@@ -18,6 +18,7 @@ from pathlib import Path
 
 from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, authentication_file, split_credentials
+from flagtree_feedstock.channel.link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from flagtree_feedstock.errors import (
     BuildFailedError,
     DependencyError,
@@ -89,6 +90,8 @@ class BuildSettings:
     # Set when the target platform is not this machine's (a cross build).
     foreign: ForeignTarget | None = None
     package_format: PackageFormat = "conda"
+    # The packages whose link scripts may run as the engine installs them (--allow-link-scripts).
+    link_scripts: LinkScriptPolicy = NONE_ALLOWED
 
     @property
     def test_strategy(self) -> str:
@@ -149,12 +152,12 @@ def run_plan(
                 "RATTLER_CACHE_DIR": str(cache),
                 **({AUTH_VARIABLE: str(auth)} if auth else {}),
             }
-            checked = checked_channel(Path(scratch)) if remote(engine.channels) else None
+            checked = checked_channel(Path(scratch))
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
             # Second: the checked copies of what the engine would take from a remote channel (remote_packages.py).
-            channels[1:1] = [] if checked is None else [checked.as_uri()]
+            channels[1:1] = [checked.as_uri()] if remote(engine.channels) else []
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
@@ -163,8 +166,15 @@ def run_plan(
                 call = _engine_call(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
-                if checked is not None and installs_packages(step.output):
-                    check_remote_packages(call, checked, env=env, lock=lock, authorize=engine.authorize)
+                if installs_packages(step.output):
+                    check_remote_packages(
+                        call,
+                        checked,
+                        env=env,
+                        lock=lock,
+                        authorize=engine.authorize,
+                        link_scripts=settings.link_scripts,
+                    )
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
                 land_new_packages(

@@ -21,6 +21,7 @@ from flagtree_feedstock._foreign_text import FIELD_CHARS, bounded
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock._processes import wait_for_idle_threads
+from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import (
     ChannelError,
     ConfigurationError,
@@ -31,7 +32,8 @@ from flagtree_feedstock.errors import (
 from flagtree_feedstock.platforms import PlatformName
 
 from .credentials import EngineChannels, rattler_client, split_credentials
-from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
+from .link_scripts import NONE_ALLOWED, LinkScriptPolicy, link_scripts
+from .package_reader import FILES, LINK, PATHS, DamagedPackage, UnsafePackage, load_json, read_package
 from .remote_packages import use_checked_copies
 
 LOGGER = logging.getLogger(__name__)
@@ -238,6 +240,26 @@ def package_stem(path: Path, name: str | None = None) -> str:
 read_info = read_package
 
 
+def package_link_scripts(path: Path, name: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """The name ``info/index.json`` gives the package at ``path`` (checked whole before), and the paths it would
+    put into a prefix that are link scripts (:mod:`.link_scripts`): among what ``info/paths.json`` (else
+    ``info/files``) lists, the installer's list of what to link, and its noarch python entry points
+    (``bin/<command>``)."""
+    found = read_info(path, (INDEX, PATHS, FILES, LINK), name, whole=False)
+    record = load_json(INDEX, found.get(INDEX, b"{}"))
+    package = record.get("name") if isinstance(record, dict) else None
+    listed: list[str] = []
+    paths = load_json(PATHS, found[PATHS]) if PATHS in found else {}
+    for entry in (paths.get("paths") if isinstance(paths, dict) else None) or ():
+        listed.append(str(entry.get("_path")) if isinstance(entry, dict) else "")
+    listed += found.get(FILES, b"").decode(errors="replace").splitlines()
+    link = load_json(LINK, found[LINK]) if LINK in found else {}
+    noarch = link.get("noarch") if isinstance(link, dict) else None
+    points = noarch.get("entry_points") if isinstance(noarch, dict) else None
+    listed += [f"bin/{p.split('=', 1)[0].strip()}" for p in points or () if isinstance(p, str)]
+    return str(package or path.name), link_scripts(listed)
+
+
 def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
     """Write ``repodata.json`` for every subdir of ``channel_dir`` (py-rattler's indexer); return them.
 
@@ -285,6 +307,11 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
             wait_for_idle_threads()  # py-rattler's workers done before a held signal may end the interpreter
             shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's indexer's scratch folder
     return sorted(channel_dir.glob("*/repodata.json"))
+
+
+def _file_path(url: str) -> Path:
+    """The file a ``file://`` URL names."""
+    return Path(unquote(urlparse(url).path))
 
 
 def _not_indexed(channel_dir: Path) -> FeedstockError:
@@ -425,12 +452,14 @@ def smoke_install(
     prefix: Path,
     platform: PlatformName,
     extra_channels: Sequence[str] = (),
+    link_scripts: LinkScriptPolicy = NONE_ALLOWED,
 ) -> list[InstalledPackage]:
     """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``.
 
     Every package installed is checked first (:func:`check_package`): a local channel's before the solve, a
     remote channel's once the solve took it, downloaded into a folder of the run's own and installed from that
-    checked copy (:mod:`.remote_packages`).
+    checked copy (:mod:`.remote_packages`). One that carries link scripts is refused unless ``link_scripts``
+    allows it; the scripts of those it allows run.
     """
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
@@ -474,7 +503,14 @@ def smoke_install(
             raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
         except errors.SolverError as exc:
             raise _unsolvable(exc, channel_dir, specs, names, platform) from None
-        _install(records, prefix, platform, engine, channel_dir)
+        _install(
+            records,
+            prefix,
+            platform=platform,
+            engine=engine,
+            channel_dir=channel_dir,
+            link_scripts=link_scripts,
+        )
     return [
         InstalledPackage(
             name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
@@ -486,25 +522,33 @@ def smoke_install(
 def _install(
     records: Sequence[Any],
     prefix: Path,
+    *,
     platform: PlatformName,
     engine: EngineChannels,
     channel_dir: Path,
+    link_scripts: LinkScriptPolicy,
 ) -> None:
     """Link ``records`` into ``prefix``, each remote one from a checked copy downloaded with ``engine``'s
-    credentials for its origin (:mod:`.remote_packages`); a failure or a Ctrl-C leaves no half-installed
-    prefix."""
+    credentials for its origin (:mod:`.remote_packages`), none with link scripts ``link_scripts`` does not
+    allow; a failure or a Ctrl-C leaves no half-installed prefix."""
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
+    origins = [shown_url(str(record.url)) for record in records]
     try:
         with tempfile.TemporaryDirectory(prefix="flagtree-feedstock-packages-") as scratch:
             # The installer installs checked copies only, downloaded with the credentials of their origin.
             use_checked_copies(records, Path(scratch), check_package, authorize=engine.authorize)
+            runs_scripts = False
+            for record, origin in zip(records, origins, strict=True):
+                name, scripts = package_link_scripts(_file_path(str(record.url)), str(record.file_name))
+                where = str(_file_path(origin)) if origin.startswith("file://") else origin
+                runs_scripts |= link_scripts.admit(name, scripts, where=where)
             asyncio.run(
                 rattler.install(
                     list(records),
                     prefix,
                     platform=rattler.Subdir(platform),
-                    execute_link_scripts=False,
+                    execute_link_scripts=runs_scripts,  # only the allowed packages carry any
                     show_progress=False,
                 )
             )
