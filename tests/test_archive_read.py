@@ -161,6 +161,14 @@ CONDA_REFUSED = {
         [*_entries(), ("pkg-other-1-0.tar.zst", zstd(_payload()))],
         "the zip holds two pkg tars: 'pkg-other-1-0.tar.zst' is the second",
     ),
+    "a-stem-with-a-folder": (
+        [
+            ("metadata.json", META),
+            ("info-x/y.tar.zst", zstd(info_members())),
+            ("pkg-x/y.tar.zst", zstd(_payload())),
+        ],
+        "the zip holds 'info-x/y.tar.zst': a .conda holds",
+    ),
     "two-stems": (
         [("metadata.json", META), (INFO, zstd(info_members())), ("pkg-other-1-0.tar.zst", zstd(_payload()))],
         f"its info and pkg tars name two packages, {STEM!r} and 'other-1-0'",

@@ -21,7 +21,7 @@ from flagtree_doctor.terminal import new_console, print_json
 from . import __version__, llvm_archive
 from ._interrupts import report_interrupt
 from ._paths import check_folder
-from ._progress import ConsoleHandler, EngineEvents, new_progress
+from ._progress import ConsoleHandler, EngineEvents, landing_bars, new_progress
 from ._urls import one_line
 from .build.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
@@ -541,7 +541,13 @@ def _build_rattler(
         def on_step(index: int, total: int, step: BuildStep) -> None:
             progress.update(task, completed=index, total=total, description=f"building {step.describe()}")
 
-        published = run_plan(plan, settings, on_step=on_step, engine_events=EngineEvents(progress, err))
+        published = run_plan(
+            plan,
+            settings,
+            on_step=on_step,
+            engine_events=EngineEvents(progress, err),
+            on_landing=landing_bars(progress),
+        )
         progress.update(task, completed=len(plan), total=len(plan), description="built")
     return published
 

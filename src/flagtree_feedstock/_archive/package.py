@@ -157,6 +157,11 @@ class Package:
                 return
             yield member
 
+    @property
+    def position(self) -> int:
+        """How far into the file reading has come (its compressed bytes), for a progress display."""
+        return self._file.tell()
+
     def read(self, size: int) -> bytes:
         """Up to ``size`` bytes more of the current member's data (``b""`` at its end)."""
         tar = self._tar

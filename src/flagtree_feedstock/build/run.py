@@ -28,6 +28,7 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
+from .landing import ENGINE_FORMATS, Progress
 from .options import PackageFormat
 from .output_dir import (
     evict,
@@ -110,6 +111,7 @@ def run_plan(
     *,
     on_step: StepCallback | None = None,
     engine_events: object | None = None,
+    on_landing: Callable[[Path], Progress | None] | None = None,
 ) -> list[Path]:
     """Build every step the channel folder lacks; each finished package is published and indexed at once.
 
@@ -119,7 +121,8 @@ def run_plan(
     channel's packages, so later steps solve against earlier ones (``pin_subpackage``). After every call,
     whatever it finished lands in the channel folder (:func:`.output_dir.publish_new`), so a later failure
     or a Ctrl-C keeps it. ``engine_events`` is a py-rattler-build ``ProgressCallback`` (downloads, build
-    steps, the build log). Returns the packages published.
+    steps, the build log), ``on_landing(package)`` a package's landing display. Returns the packages
+    published.
     """
     source = settings.foreign or settings.source
     if source is None:
@@ -184,6 +187,7 @@ def run_plan(
                     channels=channels,
                     recipe_dir=source.recipe.parent,
                     variant_files=source.variant_files,
+                    progress=on_landing,
                 )
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
@@ -225,7 +229,8 @@ def _engine_call(
         "channels": tuple(channels),
         "test_strategy": settings.test_strategy,
         "keep_build": settings.keep_build,
-        "package_format": settings.package_format,
+        # The engine's fastest level: the landing compresses once, at the final level (landing.py).
+        "package_format": ENGINE_FORMATS[settings.package_format],
         "events": events is not None,
     }
     if settings.foreign is None:

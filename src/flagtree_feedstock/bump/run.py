@@ -17,11 +17,13 @@ runs :mod:`.checks`, and writes the changed pins and the refreshed patches, all 
 from __future__ import annotations
 
 import re
-import tarfile
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flagtree_feedstock._archive import LIMITS
+from flagtree_feedstock._archive.compressed import decompressed
+from flagtree_feedstock._archive.tar_stream import ArchiveRefused, TarStream
 from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._engine import require
 from flagtree_feedstock.errors import ConfigurationError
@@ -169,10 +171,10 @@ def _check_llvm_options(request: BumpRequest) -> None:
 def archive_sha256(archive: Path, commit: str) -> str:
     """The sha256 of GitHub's archive of LLVM at ``commit``, after checking that it holds that commit."""
     expected = f"llvm-project-{commit}"
-    try:
-        with tarfile.open(archive, "r|*") as tar:
-            first = next(iter(tar), None)
-    except (tarfile.TarError, OSError) as exc:
+    try:  # the first member only, through the archive layer's bounded reader
+        with decompressed(archive, what="its compressed data") as raw:
+            first = next(iter(TarStream(raw, LIMITS.for_file(archive.stat().st_size))), None)
+    except ArchiveRefused as exc:  # a damaged or foreign file among them
         raise ConfigurationError(
             f"--llvm-archive {archive} is not a tar archive: {exc}",
             fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",
