@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from rattler.index import index_fs
 
 from _hostile_packages import INDEX, STEM, Part, channel_with, member, sha256, tar_bz2
-from _peak_memory import console_script
-from _toy import build_args, error_line, native_args
+from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.channel.link_scripts import link_scripts
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _with_script(name: str, script_path: str, planted: Path) -> bytes:
@@ -41,26 +36,6 @@ def _with_script(name: str, script_path: str, planted: Path) -> bytes:
     for path, data in files.items():
         parts += member(path, data)
     return tar_bz2(parts)
-
-
-def _run(argv: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        **os.environ,
-        "NO_COLOR": "1",
-        "RATTLER_CACHE_DIR": str(tmp_path / "cache"),
-        "http_proxy": "http://127.0.0.1:9",
-        "https_proxy": "http://127.0.0.1:9",
-        **env,
-    }
-    return subprocess.run(
-        [console_script("flagtree-feedstock"), *argv],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def _refusal(where: Path, name: str, script: str) -> str:
@@ -84,12 +59,12 @@ def test_channel_install_refuses_a_package_with_link_scripts_and_runs_them_when_
     channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", _with_script("evil", script, planted))
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
     prefix = tmp_path / "prefix"
-    refused = _run(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+    refused = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
     assert refused.returncode == 9, refused.stderr
     assert error_line(refused.stderr) == _refusal(package, "evil", script)
     assert not planted.exists()
     assert not prefix.exists()
-    allowed = _run(
+    allowed = run_toolkit(
         ["channel", "install", str(channel), "evil", "--prefix", str(prefix), "--allow-link-scripts", "other",
          "--allow-link-scripts", "EVIL"],
         tmp_path,
@@ -136,15 +111,33 @@ def test_a_build_refuses_a_host_requirement_with_a_post_link_script_and_lets_the
     channel, package = _toy_dep_channel(tmp_path, planted)
     out = tmp_path / "out"
     argv = build_args("toy-host", out, *native_args(channel))
-    refused = _run(argv, tmp_path)
+    refused = run_toolkit(argv, tmp_path)
     assert refused.returncode == 9, refused.stderr
     assert error_line(refused.stderr) == _refusal(package, "toy-dep", "bin/.toy-dep-post-link.sh")
     assert not planted.exists()
     assert not list(out.rglob("*.conda"))
     if allow == "option":
-        allowed = _run([*argv, "--allow-link-scripts", "toy-dep"], tmp_path)
+        allowed = run_toolkit([*argv, "--allow-link-scripts", "toy-dep"], tmp_path)
     else:
-        allowed = _run(argv, tmp_path, FLAGTREE_FEEDSTOCK_ALLOW_LINK_SCRIPTS="toy-dep")
+        allowed = run_toolkit(argv, tmp_path, FLAGTREE_FEEDSTOCK_ALLOW_LINK_SCRIPTS="toy-dep")
     assert allowed.returncode == 0, allowed.stderr
     assert planted.read_text() == "ran for toy-dep\n"
     assert [p.name for p in out.glob("*/*.conda")] == [p.name for p in out.glob("linux-64/toy-host-*.conda")]
+
+
+def test_a_noarch_python_entry_point_named_as_a_link_script_is_refused(tmp_path: Path) -> None:
+    """The installer writes bin/<name> for each entry point of info/link.json: one named as a link script is
+    one, though the package holds no such file."""
+    link = {"noarch": {"type": "python", "entry_points": [".evil-post-link.sh = evil.cli:main"]}}
+    parts: list[Part] = [
+        *member("info/index.json", json.dumps(INDEX | {"noarch": "python"}).encode()),
+        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": []}).encode()),
+        *member("info/link.json", json.dumps(link).encode()),
+    ]
+    channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(parts))
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    prefix = tmp_path / "prefix"
+    refused = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+    assert refused.returncode == 9, refused.stderr
+    assert error_line(refused.stderr) == _refusal(package, "evil", "bin/.evil-post-link.sh")
+    assert not prefix.exists()

@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flagtree_feedstock._urls import shown_text, shown_url
@@ -37,12 +37,13 @@ from .output_dir import (
     output_lock,
     package_cache,
     publish_new,
+    repack_cache,
     scratch_place,
     seed_staging,
     staging_dir,
 )
 from .plan import BuildStep
-from .remote_packages import check_remote_packages, checked_channel, installs_packages, remote
+from .remote_packages import installs_packages, repacked_channel, step_channel
 from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
@@ -144,23 +145,23 @@ def run_plan(
             return published
         cache = package_cache(channel_dir)
         evict(cache, [step.stem for step in todo])
+        cache_of_copies = repack_cache(channel_dir)
         place, prefix = scratch_place(channel_dir, "auth")
+        # Beside the output folder, as the copies' cache is: a copy is linked into a step's channel, not copied.
+        copies_place, copies_prefix = scratch_place(channel_dir, "copies")
         with (
             authentication_file(engine, os.environ, folder=place, prefix=prefix) as auth,
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
-            tempfile.TemporaryDirectory(prefix="flagtree-feedstock-checked-") as scratch,
+            tempfile.TemporaryDirectory(prefix=copies_prefix, dir=copies_place) as scratch,
         ):
             env = {
                 **os.environ,
                 "RATTLER_CACHE_DIR": str(cache),
                 **({AUTH_VARIABLE: str(auth)} if auth else {}),
             }
-            checked = checked_channel(Path(scratch))
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
-            # Second: the checked copies of what the engine would take from a remote channel (remote_packages.py).
-            channels[1:1] = [checked.as_uri()] if remote(engine.channels) else []
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
@@ -170,21 +171,25 @@ def run_plan(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
                 if installs_packages(step.output):
-                    check_remote_packages(
+                    # First: the toolkit's copies of what the engine would install (remote_packages.py).
+                    copies = step_channel(Path(scratch), index)
+                    if repacked_channel(
                         call,
-                        checked,
+                        copies,
+                        cache=cache_of_copies,
                         env=env,
                         lock=lock,
                         authorize=engine.authorize,
                         link_scripts=settings.link_scripts,
-                    )
+                    ):
+                        call = replace(call, channels=(copies.as_uri(), *channels))
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
                 land_new_packages(
                     staging,
                     known,
                     channel_dir=channel_dir,
-                    channels=channels,
+                    channels=call.channels,
                     recipe_dir=source.recipe.parent,
                     variant_files=source.variant_files,
                     progress=on_landing,

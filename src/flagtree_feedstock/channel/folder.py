@@ -9,7 +9,8 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ from flagtree_feedstock._foreign_text import FIELD_CHARS, bounded
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock._processes import wait_for_idle_threads
-from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import (
     ChannelError,
     ConfigurationError,
@@ -32,9 +32,10 @@ from flagtree_feedstock.errors import (
 from flagtree_feedstock.platforms import PlatformName
 
 from .credentials import EngineChannels, rattler_client, split_credentials
-from .link_scripts import NONE_ALLOWED, LinkScriptPolicy, link_scripts
-from .package_reader import FILES, LINK, PATHS, DamagedPackage, UnsafePackage, load_json, read_package
-from .remote_packages import use_checked_copies
+from .link_scripts import NONE_ALLOWED, LinkScriptPolicy
+from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
+from .remote_packages import use_repacked_copies
+from .repack import user_cache
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -163,19 +164,14 @@ def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
     )
 
 
-def check_package(path: Path, source: str | None = None) -> None:
-    """Raise :class:`ChannelError` naming ``path`` (or ``source``, the URL it was downloaded from) unless it is
-    a whole conda package named after itself.
-
-    Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
-    readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
-    of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
-    index without a word when its name does not read as name-version-build).
-    """
+@contextmanager
+def refusals(path: Path, source: str | None = None) -> Iterator[None]:
+    """Turn the reader's refusal of the package ``path`` (downloaded from ``source``, when given) into one
+    :class:`ChannelError` naming it, with what to do."""
     where = source or str(path)
     owner = "do not install from this channel; tell its owner"
     try:
-        stem = package_stem(path)
+        yield
     except UnsafePackage as exc:
         raise ChannelError(
             f"{where} is refused, and was not used: {exc}",
@@ -193,6 +189,23 @@ def check_package(path: Path, source: str | None = None) -> None:
             if source is None
             else f"install again later (the download may have been cut); if it stays so, {owner}",
         ) from None
+
+
+def check_package(path: Path, source: str | None = None, *, shown_as: Path | None = None) -> None:
+    """Raise :class:`ChannelError` naming ``path`` (or ``source``, the URL it was downloaded from, or
+    ``shown_as``, the file ``path`` is the toolkit's copy of) unless it is a whole conda package named after
+    itself.
+
+    Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
+    readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
+    of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
+    index without a word when its name does not read as name-version-build).
+    """
+    shown_path = shown_as or path
+    where = source or str(shown_path)
+    owner = "do not install from this channel; tell its owner"
+    with refusals(shown_path, source):
+        stem = package_stem(path)
     suffix = ".conda" if path.name.endswith(".conda") else ".tar.bz2"
     if path.name != f"{stem}{suffix}":
         named = stem + suffix
@@ -207,7 +220,7 @@ def check_package(path: Path, source: str | None = None) -> None:
             "package by its file name, name-version-build",
             fix=owner
             if source is not None
-            else f"rename it: mv {_quoted(path)} {_quoted(path.with_name(named))}"
+            else f"rename it: mv {_quoted(shown_path)} {_quoted(shown_path.with_name(named))}"
             if fits
             else f"do not use it: the name-version-build its {INDEX} gives is no file name; remove it",
         )
@@ -238,26 +251,6 @@ def package_stem(path: Path, name: str | None = None) -> str:
 
 # The one package reader: bounded, every member and paths.json entry checked (package_reader's docstring).
 read_info = read_package
-
-
-def package_link_scripts(path: Path, name: str | None = None) -> tuple[str, tuple[str, ...]]:
-    """The name ``info/index.json`` gives the package at ``path`` (checked whole before), and the paths it would
-    put into a prefix that are link scripts (:mod:`.link_scripts`): among what ``info/paths.json`` (else
-    ``info/files``) lists, the installer's list of what to link, and its noarch python entry points
-    (``bin/<command>``)."""
-    found = read_info(path, (INDEX, PATHS, FILES, LINK), name, whole=False)
-    record = load_json(INDEX, found.get(INDEX, b"{}"))
-    package = record.get("name") if isinstance(record, dict) else None
-    listed: list[str] = []
-    paths = load_json(PATHS, found[PATHS]) if PATHS in found else {}
-    for entry in (paths.get("paths") if isinstance(paths, dict) else None) or ():
-        listed.append(str(entry.get("_path")) if isinstance(entry, dict) else "")
-    listed += found.get(FILES, b"").decode(errors="replace").splitlines()
-    link = load_json(LINK, found[LINK]) if LINK in found else {}
-    noarch = link.get("noarch") if isinstance(link, dict) else None
-    points = noarch.get("entry_points") if isinstance(noarch, dict) else None
-    listed += [f"bin/{p.split('=', 1)[0].strip()}" for p in points or () if isinstance(p, str)]
-    return str(package or path.name), link_scripts(listed)
 
 
 def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
@@ -307,11 +300,6 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
             wait_for_idle_threads()  # py-rattler's workers done before a held signal may end the interpreter
             shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's indexer's scratch folder
     return sorted(channel_dir.glob("*/repodata.json"))
-
-
-def _file_path(url: str) -> Path:
-    """The file a ``file://`` URL names."""
-    return Path(unquote(urlparse(url).path))
 
 
 def _not_indexed(channel_dir: Path) -> FeedstockError:
@@ -453,6 +441,7 @@ def smoke_install(
     platform: PlatformName,
     extra_channels: Sequence[str] = (),
     link_scripts: LinkScriptPolicy = NONE_ALLOWED,
+    cache: Path | None = None,
 ) -> list[InstalledPackage]:
     """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``.
 
@@ -510,6 +499,7 @@ def smoke_install(
             engine=engine,
             channel_dir=channel_dir,
             link_scripts=link_scripts,
+            cache=cache or user_cache(os.environ),
         )
     return [
         InstalledPackage(
@@ -527,22 +517,20 @@ def _install(
     engine: EngineChannels,
     channel_dir: Path,
     link_scripts: LinkScriptPolicy,
+    cache: Path,
 ) -> None:
     """Link ``records`` into ``prefix``, each remote one from a checked copy downloaded with ``engine``'s
     credentials for its origin (:mod:`.remote_packages`), none with link scripts ``link_scripts`` does not
     allow; a failure or a Ctrl-C leaves no half-installed prefix."""
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
-    origins = [shown_url(str(record.url)) for record in records]
     try:
         with tempfile.TemporaryDirectory(prefix="flagtree-feedstock-packages-") as scratch:
-            # The installer installs checked copies only, downloaded with the credentials of their origin.
-            use_checked_copies(records, Path(scratch), check_package, authorize=engine.authorize)
-            runs_scripts = False
-            for record, origin in zip(records, origins, strict=True):
-                name, scripts = package_link_scripts(_file_path(str(record.url)), str(record.file_name))
-                where = str(_file_path(origin)) if origin.startswith("file://") else origin
-                runs_scripts |= link_scripts.admit(name, scripts, where=where)
+            # The installer installs the toolkit's own copies only (remote ones downloaded with the
+            # credentials of their origin), and no package's link scripts but the allowed ones.
+            runs_scripts = use_repacked_copies(
+                records, Path(scratch), cache, authorize=engine.authorize, link_scripts=link_scripts
+            )
             asyncio.run(
                 rattler.install(
                     list(records),
