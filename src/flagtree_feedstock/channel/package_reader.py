@@ -141,6 +141,12 @@ class _Reading:
                         f"member {shown(name)} lies below the package's symlink {shown('/'.join(parts[:depth]))}: "
                         "the installer would write through it"
                     )
+                # A file that is a folder too: rattler's unpacking fails on it, or keeps one of the two.
+                if self.kinds.get(above := "/".join(parts[:depth])) in ("file", "hardlink"):
+                    raise UnsafePackage(
+                        f"member {shown(name)} lies below {shown(above)}, a file of the package: readers differ "
+                        "on which of the two is there"
+                    )
         for name, target in self.symlinks.items():
             if target.startswith("/"):
                 raise UnsafePackage(f"member {shown(name)} is a symlink to the absolute path {shown(target)}")
