@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from rattler.index import index_fs
 
+from _timing import seconds
+
 RECIPES = Path(__file__).resolve().parent / "recipes"
+ROOT = RECIPES.parents[1]
 
 
 def build_args(recipe: str, out: Path, *extra: str) -> list[str]:
@@ -76,3 +81,28 @@ def published(out: Path, subdir: str = "linux-64") -> list[str]:
     repodata = json.loads((out / subdir / "repodata.json").read_text())
     assert sorted(repodata["packages.conda"]) == files, "the index lists exactly the package files"
     return files
+
+
+def run_toolkit(argv: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``flagtree-feedstock ARGV`` as a child in the repository, without colour, its rattler and XDG caches in
+    ``tmp_path`` (the proxies stay the tests' dead end, 127.0.0.1 reached directly); ``env`` added."""
+    from _peak_memory import console_script  # noqa: PLC0415 - its one finder of console scripts
+
+    environment = {
+        **os.environ,
+        "NO_COLOR": "1",
+        "RATTLER_CACHE_DIR": str(tmp_path / "cache"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+        "no_proxy": "127.0.0.1",
+        **env,
+    }
+    environment.pop("PREFIX_API_KEY", None)
+    return subprocess.run(
+        [console_script("flagtree-feedstock"), *argv],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=seconds(180),
+        check=False,
+    )

@@ -89,6 +89,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> SharedF
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The long differential run (test_differential_reading.py) runs only when asked for: -m differential.
+    if "differential" not in (config.getoption("markexpr") or ""):
+        long_runs = [item for item in items if item.get_closest_marker("differential")]
+        if long_runs:
+            config.hook.pytest_deselected(items=long_runs)
+            items[:] = [item for item in items if item not in long_runs]
     folder = getattr(config, "workerinput", {}).get(GROUPS_INPUT)
     if folder:
         write_groups(Path(folder), shared_fixture_groups(items))

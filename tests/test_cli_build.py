@@ -218,8 +218,10 @@ def test_build_makes_the_shared_output_once_and_indexes_the_channel(
     repodata = json.loads((out / "linux-64" / "repodata.json").read_text())
     assert sorted(repodata["packages.conda"]) == packages
     assert (out / "noarch" / "repodata.json").is_file()
-    stdout = capsys.readouterr().out
-    assert f"conda install -c {out.as_uri()} -c conda-forge toy-llvm toy-py" in stdout
+    captured = capsys.readouterr()
+    assert f"conda install -c {out.as_uri()} -c conda-forge toy-llvm toy-py" in captured.out
+    for package in packages:  # each landing shown as the build is, its bar left at its end
+        assert f"landed {package}" in captured.err
     assert leftovers(out) == sorted(
         [
             "linux-64",

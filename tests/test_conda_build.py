@@ -62,6 +62,8 @@ def test_command_line(tmp_path: Path, fake_tools: Path, tool: str, executable: s
         "conda",
         "-c",
         staging.as_uri(),
+        "--zstd-compression-level",  # its fastest: the landing compresses once, at the final level
+        "1",
         "-c",
         "conda-forge",
         "--python",

@@ -31,18 +31,18 @@ HELPERS = frozenset(
         "_subprocess",
         "_urls",
         "_url_parsing",
-        "_tar_stream",
     }
 )
 CLI = frozenset({"cli", "_entry", "__main__", "__init__"})
 # What each part of the package may import, besides itself; the CLI may import anything.
 ALLOWED: dict[str, frozenset[str]] = {
     "helpers": frozenset({"helpers"}),
+    "_archive": frozenset({"helpers"}),
     "recipe": frozenset({"helpers"}),
-    "channel": frozenset({"helpers"}),
-    "llvm_archive": frozenset({"helpers", "recipe"}),
-    "bump": frozenset({"helpers", "recipe"}),
-    "build": frozenset({"helpers", "recipe", "channel"}),
+    "channel": frozenset({"helpers", "_archive"}),
+    "llvm_archive": frozenset({"helpers", "recipe", "_archive"}),
+    "bump": frozenset({"helpers", "recipe", "_archive"}),
+    "build": frozenset({"helpers", "recipe", "channel", "_archive"}),
 }
 
 

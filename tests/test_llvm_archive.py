@@ -146,7 +146,10 @@ def _two_tops(tmp_path: Path, programs: dict[str, Path]) -> Path:
 BAD_ARCHIVES = {
     "missing": (lambda tmp_path, programs: tmp_path / "nothing.tar.gz", "no such file or folder"),
     "not-tar": (_not_tar, "is not a tar archive"),
-    "truncated": (_truncated, "is not a tar archive, or a damaged one (Compressed file ended before"),
+    "truncated": (
+        _truncated,
+        "is not a tar archive, or a damaged one (its compressed data: its gzip stream is cut short)",
+    ),
     "two-tops": (
         _two_tops,
         f"holds {TOP}, {TOP}-copy at its top, not one folder llvm-<commit8>-ubuntu-arm64/",

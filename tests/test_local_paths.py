@@ -2,8 +2,9 @@
 
 A real build of the toy-multi recipe (toy-py pins toy-llvm, which it resolves from the toolkit's staging
 folder, a ``file://`` channel) against a local ``file://`` channel: once as the toolkit builds it, once with
-the scrub turned off, to show where py-rattler-build 0.73 records the folders and that the scrub changes only
-those records. The scrubbed packages are indexed and installed with py-rattler.
+the landing turned off, to show where py-rattler-build 0.73 records the folders and that the landing changes
+only those records (toy-multi declares no source_date_epoch). The scrubbed packages are indexed and installed
+with py-rattler.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from _package_diff import members as all_members
 from _toy import build_args, make_empty_channel, native_args
 from flagtree_feedstock.build import reproducible
-from flagtree_feedstock.build.local_paths import local_folders, scrub_local_paths, scrub_text
+from flagtree_feedstock.build.landing import land_package
+from flagtree_feedstock.build.local_paths import local_folders, scrub_text
 from flagtree_feedstock.channel.folder import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 
@@ -51,7 +54,7 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("http_proxy", "http://127.0.0.1:9")
         mp.setenv("https_proxy", "http://127.0.0.1:9")
-        mp.setattr(reproducible, "scrub_new_packages", lambda *args: False)
+        mp.setattr(reproducible, "land_package", lambda *args, **kwargs: None)
         return _build(base)
 
 
@@ -78,6 +81,13 @@ def packages(out: Path) -> list[Path]:
     return found
 
 
+def _land(package: Path, folders: list[Path]) -> None:
+    def no_sbom(*args: object) -> str:
+        raise AssertionError("a package whose recipe declares no epoch gets no SBOM")
+
+    land_package(package, folders=folders, write_sbom=no_sbom)
+
+
 def test_the_engine_records_the_local_folders(raw: tuple[Path, Path]) -> None:
     """Where py-rattler-build 0.73 writes them (the reason for the scrub): about.json's channels, and the
     rendered recipe's channels, resolved urls and build folders."""
@@ -89,6 +99,8 @@ def test_the_engine_records_the_local_folders(raw: tuple[Path, Path]) -> None:
         assert any(f".{out.name}-staging-" in channel for channel in about["channels"])  # the toolkit's own
         rendered = files["info/recipe/rendered_recipe.yaml"].decode()
         assert f"- {local.as_uri()}\n" in rendered
+        # The engine compresses at its fastest: the landing compresses once, at the final level.
+        assert "archive_type: conda\n    compression_level: 1\n" in rendered
         assert f"work_dir: {out.parent}" in rendered
         # Nowhere else (the inner info archive, compressed, holds the records themselves).
         elsewhere = [n for n, data in files.items() if n not in RECORDS and str(out.parent).encode() in data]
@@ -107,26 +119,31 @@ def test_built_packages_carry_no_local_folder(built: tuple[Path, Path]) -> None:
                 assert str(folder).encode() not in data, f"{package.name}: {name} names {folder}"
             assert b"file://" not in data, f"{package.name}: {name} holds a file:// URL"
         about = json.loads(members(package)["info/about.json"])
-        assert about["channels"] == ["local/", "local/"]
+        # The staging folder and the local channel; toy-py, which has a host environment, also the channel of
+        # the toolkit's copies its step was given first (build/remote_packages.py).
+        local_channels = 3 if package.name.startswith("toy-py-") else 2
+        assert about["channels"] == ["local/"] * local_channels
+        # What the package says of its compression is true of it: the landing's final level.
+        assert b"compression_level: 15\n" in members(package)["info/recipe/rendered_recipe.yaml"]
 
 
 def test_only_the_records_change(raw: tuple[Path, Path], tmp_path: Path) -> None:
+    """Landing a package whose recipe declares no epoch changes its records only: every other member, its
+    data and its tar header, is as the engine wrote it; landed again, it gives the same bytes."""
     out, local = raw
     for package in packages(out):
         copy = tmp_path / package.name
         shutil.copyfile(package, copy)
         folders = local_folders([out, out.parent], [local.as_uri()])
-        assert scrub_local_paths(copy, folders) is True
-        before, after = members(package), members(copy)
+        _land(copy, folders)
+        before, after = dict(all_members(package)), dict(all_members(copy))
         assert before.keys() == after.keys()
-        changed = sorted(n for n in before if before[n] != after[n] and not n.startswith("info-"))
-        assert changed == sorted(RECORDS)
-        assert [n for n in before if n.startswith("pkg-") and before[n] != after[n]] == []
-        mtime = copy.stat().st_mtime_ns
-        assert (
-            scrub_local_paths(copy, folders) is False
-        )  # idempotent: nothing left, the file is not rewritten
-        assert copy.stat().st_mtime_ns == mtime
+        # The zip entries' dates aside (the engine's clock, 1980 when landed), inner members by their names.
+        changed = {n.split(":", 1)[-1] for n in before if before[n] != after[n] and "(zip entry)" not in n}
+        assert changed == {*RECORDS, *(f"{r} (tar header)" for r in RECORDS)}  # the header: its size
+        landed = copy.read_bytes()
+        _land(copy, folders)
+        assert copy.read_bytes() == landed
 
 
 def test_scrubbed_packages_index_and_install(built: tuple[Path, Path], tmp_path: Path) -> None:
@@ -157,7 +174,7 @@ def test_a_tar_bz2_package_keeps_its_prefix_placeholder(tmp_path: Path) -> None:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    assert scrub_local_paths(package, [folder]) is True
+    _land(package, [folder])
     with tarfile.open(package, "r:bz2") as tar:
         after = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
     assert json.loads(after["info/about.json"]) == {"channels": ["local/"]}

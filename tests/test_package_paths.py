@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import os
 import subprocess
 import tarfile
 import threading
@@ -46,11 +45,8 @@ from _hostile_packages import (
     tar_bz2,
     zstd,
 )
-from _peak_memory import console_script
-from _timing import seconds
-from _toy import build_args, make_empty_channel, native_args
+from _toy import build_args, make_empty_channel, native_args, run_toolkit
 
-ROOT = Path(__file__).resolve().parents[1]
 PLANTED = b"planted by a package\n"
 
 
@@ -93,25 +89,6 @@ def test_py_rattler_writes_outside_the_prefix_when_our_check_is_bypassed(tmp_pat
     assert (prefix / "x").is_dir()
 
 
-def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "NO_COLOR": "1",
-        "RATTLER_CACHE_DIR": str(tmp_path / "cache"),
-        "no_proxy": "127.0.0.1",
-    }
-    env.pop("PREFIX_API_KEY", None)
-    return subprocess.run(
-        [console_script("flagtree-feedstock"), *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=seconds(120),
-        check=False,
-    )
-
-
 def _one_error(done: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in done.stderr, done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("flagtree-feedstock: error:")]
@@ -134,7 +111,7 @@ def test_every_command_refuses_the_reproducer_and_writes_nothing(command: str, t
         # the output folder already holds it: the build stops before its first step
         "build-into": build_args("toy-multi", channel, *native_args(make_empty_channel(tmp_path / "empty"))),
     }[command]
-    done = _run(argv, tmp_path)
+    done = run_toolkit(argv, tmp_path)
     assert done.returncode == 9, done.stderr
     assert _one_error(done).startswith(
         f"flagtree-feedstock: error: {package} is refused, and was not used: its info/paths.json lists "
@@ -168,7 +145,7 @@ def test_a_package_with_links_inside_its_prefix_is_indexed(suffix: str, tmp_path
     # A .conda's tars as tar writers make them: the info tar with its folder, both with the root folder.
     content = tar_bz2(parts) if suffix == ".tar.bz2" else conda([root, info, *parts[:4]], [root, *parts[4:]])
     channel, _ = channel_with(tmp_path, f"{STEM}{suffix}", content)
-    done = _run(["channel", "index", str(channel)], tmp_path)
+    done = run_toolkit(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"{STEM}{suffix}" in (channel / "noarch" / "repodata.json").read_text()
 
@@ -266,7 +243,7 @@ def test_a_package_that_leads_out_or_reads_two_ways_is_refused_naming_the_member
 ) -> None:
     parts, why = BAD_PACKAGES[case]
     channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(parts))
-    done = _run(["channel", "index", str(channel)], tmp_path)
+    done = run_toolkit(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 9, done.stderr
     line = _one_error(done)
     assert line.startswith(
@@ -281,7 +258,7 @@ def test_a_conda_with_a_flipped_byte_where_no_reader_looks_is_damaged(tmp_path: 
     flipped = content.replace(b'"conda_pkg_format_version"', b'"conda_pkg_format_versioN"', 1)
     assert flipped != content
     channel, package = channel_with(tmp_path, f"{STEM}.conda", flipped)
-    done = _run(["channel", "index", str(channel)], tmp_path)
+    done = run_toolkit(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 9, done.stderr
     assert _one_error(done).startswith(
         f"flagtree-feedstock: error: {package} is damaged ('metadata.json' fails its checksum): it is not a whole "
@@ -374,7 +351,7 @@ def test_a_package_the_engine_would_read_otherwise_is_refused_by_install_and_bui
         "install": ["channel", "install", str(channel), "evil", "--prefix", str(prefix)],
         "build": build_args("toy-multi", tmp_path / "out", *native_args(channel)),
     }[command]
-    done = _run(argv, tmp_path)
+    done = run_toolkit(argv, tmp_path)
     assert done.returncode == 9, done.stderr
     assert _one_error(done).startswith(
         f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
@@ -406,7 +383,7 @@ def test_a_conda_whose_zip_reads_two_ways_is_refused(case: str, tmp_path: Path) 
     meta = json.dumps({"conda_pkg_format_version": 2}).encode()
     content = make(meta, zstd(info_members(["lib/ok"])), zstd(member("lib/ok", b"")))
     channel, package = channel_with(tmp_path, f"{STEM}.conda", content)
-    done = _run(["channel", "index", str(channel)], tmp_path)
+    done = run_toolkit(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 9, done.stderr
     assert _one_error(done).startswith(
         f"flagtree-feedstock: error: {package} is refused, and was not used: {why} (fix: "
@@ -419,7 +396,7 @@ def test_a_conda_laid_out_as_one_is_read(tmp_path: Path) -> None:
     meta = json.dumps({"conda_pkg_format_version": 2}).encode()
     entries = [("metadata.json", meta), (f"info-{STEM}.tar.zst", zstd(info_members(["lib/ok"]))), (f"pkg-{STEM}.tar.zst", zstd(member("lib/ok", b"")))]  # fmt: skip
     channel, _ = channel_with(tmp_path, f"{STEM}.conda", stored_zip([(*e, True) for e in entries]))
-    done = _run(["channel", "index", str(channel)], tmp_path)
+    done = run_toolkit(["channel", "index", str(channel)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"{STEM}.conda" in (channel / "noarch" / "repodata.json").read_text()
 
@@ -472,7 +449,9 @@ def test_a_remote_channel_s_package_is_checked_before_the_engine_installs_it(
     local = make_empty_channel(tmp_path / "local")
     victim = _victim(tmp_path)
     prefix = tmp_path / "a" / "b" / "prefix"
-    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    done = run_toolkit(
+        ["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path
+    )
     assert done.returncode == 9, done.stderr
     assert _one_error(done).startswith(
         f"flagtree-feedstock: error: {url}/noarch/{filename} is refused, and was not used: {why} (fix: do not "
@@ -495,7 +474,9 @@ def test_a_remote_channel_s_package_is_installed_from_the_checked_copy(
     asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
     local = make_empty_channel(tmp_path / "local")
     prefix = tmp_path / "prefix"
-    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    done = run_toolkit(
+        ["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert (prefix / "lib" / "libz.so.1.3").read_bytes() == b"\x7fELF"
     assert [p for p in asked if p.endswith(suffix)] == [f"/noarch/{STEM}{suffix}"]
@@ -515,7 +496,9 @@ def test_a_remote_package_that_is_not_what_its_index_says_is_not_used(
     repodata.write_text(json.dumps(index))
     local = make_empty_channel(tmp_path / "local")
     prefix = tmp_path / "prefix"
-    done = _run(["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path)
+    done = run_toolkit(
+        ["channel", "install", str(local), "evil", "-c", url, "--prefix", str(prefix)], tmp_path
+    )
     assert done.returncode == 9, done.stderr
     shown = f"flagtree-feedstock: error: {url}/noarch/{STEM}.tar.bz2"
     assert (
@@ -554,7 +537,7 @@ def test_a_build_checks_the_host_requirement_it_would_take_from_a_remote_channel
     (folder / "noarch" / "toy-dep-1-0.tar.bz2").write_bytes(_toy_dep(*_reproducer()[2:]))
     asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
     out = tmp_path / "out"
-    done = _run(
+    done = run_toolkit(
         build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", url), tmp_path
     )
     assert done.returncode == 9, done.stderr
@@ -579,7 +562,7 @@ def test_a_build_installs_the_checked_copy_of_a_remote_host_requirement(
     (folder / "noarch" / "toy-dep-1-0.tar.bz2").write_bytes(_toy_dep(*parts))
     asyncio.run(index_fs(folder, write_zst=False, write_shards=False, force=True))
     out = tmp_path / "out"
-    done = _run(
+    done = run_toolkit(
         build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "-c", url), tmp_path
     )
     assert done.returncode == 0, done.stderr

@@ -5,8 +5,8 @@ The package in layers, each importing only the layers below it (``tests/test_lay
 1. the top-level helpers: ``errors`` (one root, an exit status per class), ``platforms``, ``_digest`` (a
    file's digest), ``_engine`` (the optional engines), ``_http`` (the one HTTP client), ``_interrupts``,
    ``_locks`` (a channel folder's lock), ``_own_files`` (the one reader of the repository's and the user's files),
-   ``_paths``, ``_processes``, ``_progress``, ``_subprocess``,
-   ``_tar_stream`` (a tar archive from outside, read bounded);
+   ``_paths``, ``_processes``, ``_progress``, ``_subprocess``;
+   above them :mod:`._archive`, the archive layer (every zip, tar and compressed stream read or written);
 2. :mod:`.recipe` (variants, render, sources, pins) and :mod:`.channel` (channel folders, upload);
 3. :mod:`.build` (the main job; it may use ``recipe`` and ``channel``), :mod:`.bump` and :mod:`.llvm_archive`
    (both may use ``recipe``);

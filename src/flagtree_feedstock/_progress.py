@@ -1,4 +1,5 @@
-"""How the CLI shows a build: one progress bar over the plan, download bars, and the engine's log as text.
+"""How the CLI shows a build: one progress bar over the plan, download bars, a bar per package landed, and the
+engine's log as text.
 
 The engine (py-rattler-build) reports through a ``ProgressCallback``; this one renders on the CLI's stderr
 console. Log lines are printed as plain text: build output is full of ``[...]`` that rich would read as markup.
@@ -9,6 +10,8 @@ never reaches the console, whoever logs it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from rich.console import Console
@@ -92,6 +95,31 @@ class EngineEvents:
         self._console.print(
             Text(shown_text(event.message), style=_STYLES.get(event.level, "")), soft_wrap=True
         )
+
+
+_LANDING_STAGES = {"read": "landing {name}: reading, rewriting", "written": "landing {name}: compressing"}
+
+
+def landing_bars(progress: Progress) -> Callable[[Path], Callable[[str, int, int], None]]:
+    """The display of each package's landing (build/landing.py): a bar in MiB, through its two stages (its
+    file read and its members rewritten, then its payload compressed), left as ``landed NAME`` when done."""
+
+    def for_package(package: Path) -> Callable[[str, int, int], None]:
+        task = progress.add_task(f"landing {package.name}", total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            finished = stage == "written" and done >= total
+            description = f"landed {package.name}" if finished else _LANDING_STAGES[stage]
+            progress.update(
+                task,
+                completed=done >> 20,
+                total=max(total >> 20, 1),
+                description=description.format(name=package.name),
+            )
+
+        return update
+
+    return for_package
 
 
 class ConsoleHandler(logging.Handler):

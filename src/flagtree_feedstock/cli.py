@@ -21,13 +21,15 @@ from flagtree_doctor.terminal import new_console, print_json
 from . import __version__, llvm_archive
 from ._interrupts import report_interrupt
 from ._paths import check_folder
-from ._progress import ConsoleHandler, EngineEvents, new_progress
+from ._progress import ConsoleHandler, EngineEvents, landing_bars, new_progress
 from ._urls import one_line
 from .build.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
 from .build.plan import BuildStep, plan_builds, select_outputs
 from .bump.cli import add_bump_parser, run_bump
 from .channel.folder import check_channels, package_files
+from .channel.link_scripts import OPTION as LINK_SCRIPTS_OPTION
+from .channel.link_scripts import LinkScriptPolicy
 from .errors import ConfigurationError, FeedstockError, file_access_error
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .recipe import staged_recipes
@@ -88,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CHANNEL",
         help="extra channel (repeatable)",
     )
+    _add_link_scripts_argument(install)
 
     upload = sub.add_parser(
         "upload", help="upload every package of a channel folder to prefix.dev or anaconda.org"
@@ -243,6 +246,18 @@ def _add_build_arguments(build: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="rebuild the selected packages the output folder already holds (they are reused otherwise)",
+    )
+    _add_link_scripts_argument(build)
+
+
+def _add_link_scripts_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        LINK_SCRIPTS_OPTION,
+        dest="allow_link_scripts",
+        action="append",
+        metavar="NAME",
+        help="let the package NAME run its link scripts (pre-link, post-link, pre-unlink) as it is installed "
+        "(repeatable); a package that carries any is refused otherwise",
     )
 
 
@@ -513,6 +528,7 @@ def _build_rattler(
         force=options.force,
         emulated=emulated,
         package_format=options.package_format,
+        link_scripts=LinkScriptPolicy.allowing(options.allow_link_scripts),
         # As _build rendered the plan, so the engine's worker renders the same packages.
         source=RecipeSource(
             recipe=recipe,
@@ -528,7 +544,13 @@ def _build_rattler(
         def on_step(index: int, total: int, step: BuildStep) -> None:
             progress.update(task, completed=index, total=total, description=f"building {step.describe()}")
 
-        published = run_plan(plan, settings, on_step=on_step, engine_events=EngineEvents(progress, err))
+        published = run_plan(
+            plan,
+            settings,
+            on_step=on_step,
+            engine_events=EngineEvents(progress, err),
+            on_landing=landing_bars(progress),
+        )
         progress.update(task, completed=len(plan), total=len(plan), description="built")
     return published
 
@@ -611,19 +633,20 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
                 out.print(f"indexed {repodata}")
         return 0
     platform = parse_platform(args.target_platform, option="--target-platform")
-    if args.prefix is not None:
+    allowed = LinkScriptPolicy.allowing(args.allow_link_scripts or ())
+    with (
+        nullcontext(None)
+        if args.prefix is not None
+        else tempfile.TemporaryDirectory(prefix="flagtree-smoke-")
+    ) as scratch:
         installed = smoke_install(
-            args.channel_dir, args.specs, prefix=args.prefix, platform=platform, extra_channels=args.channels
+            args.channel_dir,
+            args.specs,
+            prefix=args.prefix if scratch is None else Path(scratch) / "prefix",
+            platform=platform,
+            extra_channels=args.channels,
+            link_scripts=allowed,
         )
-    else:
-        with tempfile.TemporaryDirectory(prefix="flagtree-smoke-") as scratch:
-            installed = smoke_install(
-                args.channel_dir,
-                args.specs,
-                prefix=Path(scratch) / "prefix",
-                platform=platform,
-                extra_channels=args.channels,
-            )
     table = Table(title=f"installed from {args.channel_dir}")
     for column in ("name", "version", "build", "channel"):
         table.add_column(column)

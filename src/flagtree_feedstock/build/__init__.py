@@ -11,7 +11,7 @@
   engine's record of the build, in one shape), :mod:`.sbom` and :mod:`.normalise`;
 - :mod:`.conda_build`: ``--tool conda-build``/``boa``.
 
-Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them),
-:mod:`flagtree_feedstock.recipe` and :mod:`flagtree_feedstock.channel`; never ``bump``, ``llvm_archive`` or
+Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them), the archive layer
+(:mod:`flagtree_feedstock._archive`), :mod:`flagtree_feedstock.recipe` and :mod:`flagtree_feedstock.channel`; never ``bump``, ``llvm_archive`` or
 the CLI (``tests/test_layers.py``).
 """

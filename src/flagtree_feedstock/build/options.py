@@ -50,6 +50,9 @@ class BuildOptions:
     # Variant keys the recipes do not use, and a C and a C++ compiler of different versions, are errors
     # rather than notes (recipe.variants).
     strict: bool = False
+    # The packages (by name) whose link scripts may run as the engine installs them into the build's
+    # environments (channel.link_scripts); a package that carries any is refused otherwise.
+    allow_link_scripts: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """One line per option; those that differ from the defaults are marked with ``*``."""
@@ -91,6 +94,7 @@ ENV_OPTIONS: Mapping[str, str] = {
     "llvm_archive_sha256": "LLVM_ARCHIVE_SHA256",
     "llvm_archive_max_size": "LLVM_ARCHIVE_MAX_SIZE",
     "llvm_archive_timeout": "LLVM_ARCHIVE_TIMEOUT",
+    "allow_link_scripts": "ALLOW_LINK_SCRIPTS",
 }
 # The plural names these had before they followed the options; still read, never suggested.
 ENV_OLD_NAMES: Mapping[str, str] = {"channels": "CHANNELS", "pythons": "PYTHONS", "outputs": "OUTPUTS"}
@@ -157,6 +161,7 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         llvm_archive_sha256=str(pick("llvm_archive_sha256") or "") or None,
         llvm_archive_max_size=str(pick("llvm_archive_max_size") or "") or None,
         llvm_archive_timeout=str(pick("llvm_archive_timeout") or "") or None,
+        allow_link_scripts=_as_tuple(pick("allow_link_scripts")),
     )
 
 

@@ -109,8 +109,8 @@ def output_lock(channel_dir: Path) -> Iterator[FolderLock]:
 
 def scratch_place(channel_dir: Path, kind: str) -> tuple[Path, str]:
     """Where a scratch folder of this build into ``channel_dir`` is made (:func:`staging_parent`), and the start
-    of its name: ``kind`` (``staging``; ``auth``, the channels' credentials) and its owner, by which
-    :func:`remove_debris` knows what a killed build left."""
+    of its name: ``kind`` (``staging``; ``auth``, the channels' credentials; ``copies``, the steps' channels of
+    repacked packages) and its owner, by which :func:`remove_debris` knows what a killed build left."""
     name = re.sub(r"\s", "_", channel_dir.resolve().name)  # no blank in the engine's paths (staging_parent)
     return staging_parent(channel_dir), f".{name}-{kind}-{owner()}-"
 
@@ -125,7 +125,7 @@ def remove_debris(channel_dir: Path) -> None:
     and so is one that ``--keep-build`` kept for inspection.
     """
     name = re.sub(r"\s", "_", channel_dir.resolve().name)
-    scratch = re.compile(rf"\.{re.escape(name)}-(staging|auth)-{OWNER}-[^/]*")
+    scratch = re.compile(rf"\.{re.escape(name)}-(staging|auth|copies)-{OWNER}-[^/]*")
     debris = [
         p
         for p in staging_parent(channel_dir).glob(f".{name}-*-*")
@@ -310,6 +310,12 @@ def package_cache(channel_dir: Path) -> Path:
     same file name there, and another process may be using the entries :func:`evict` removes.
     """
     return _beside(channel_dir, "-cache")
+
+
+def repack_cache(channel_dir: Path) -> Path:
+    """The output folder's cache of the toolkit's copies of the packages its builds install
+    (:mod:`..channel.repack`), beside it."""
+    return _beside(channel_dir, "-repacked")
 
 
 def evict(cache: Path, stems: Collection[str]) -> None:

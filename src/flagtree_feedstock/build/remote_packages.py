@@ -1,32 +1,42 @@
-"""What the engine installs into a build's build and host environments from a remote channel, checked first.
+"""What the engine installs into a build's build and host environments: the toolkit's own copies only.
 
 The engine solves, downloads and installs a step's build and host environments in the one call that builds
-it; what it downloads from a remote channel (``-c conda-forge``, ``-c https://…``) is never seen by the
-toolkit there. So before each step that has a remote channel, the engine solves that step alone (a ``solve``
-call of :mod:`._worker`: its own render with solve, nothing built), each package of the solution that comes
-from a remote channel is downloaded into a channel folder of the run's own (:func:`checked_channel`), against
-the index's size and sha256, and checked as every package is (:func:`..channel.folder.check_package`), and the
-engine's call then has that folder as its second channel, after the staging folder and before the remote
-ones: with strict channel priority (the engine's default), a package whose name the folder holds is taken
-from there only, the checked copy. The solve has a package cache of its own (it downloads packages to read
-their run exports), so the build's cache holds nothing of the remote channel that was not checked here.
+it; what it takes from a channel, remote (``-c conda-forge``, ``-c https://…``) or local, is never seen by the
+toolkit there. So before each step whose recipe requires a build or host environment, the engine solves that
+step alone (a ``solve`` call of :mod:`._worker`: its own render with solve, nothing built), and every package
+of the solution, wherever it comes from (the staging folder's, a local channel's, or a remote one's, downloaded
+against the index's size and sha256 with the credentials of its origin), is repacked
+(:func:`..channel.repack.repacked`: read by the toolkit's reader, written by its writer, checked whole,
+cached by the original's sha256 beside the output folder) into a channel folder of that step's own
+(:func:`step_channel`); a package that carries link scripts the user did not allow is refused. The engine's call
+then has that folder as its first channel: with strict channel priority (the engine's default), a package whose
+name the folder holds is taken from there only, the copy the toolkit wrote. The solve has a package cache of its
+own (it downloads packages to read their run exports), so the build's cache holds nothing that was not repacked.
 
-What this does not cover: a package the build's own solve takes that the solve before it did not (a channel
-whose index changed in between). When the engine cannot solve the step, the step runs as before and the engine
-reports why; when the worker ends without the engine's answer, the build stops.
+What this does not cover (docs/security.md): the packages of the tests' environment, which the engine solves
+and installs in the same call from the channels as given; a package the build's own solve takes that the solve
+before it did not (a channel whose index changed in between). When the engine cannot solve the step, the step
+runs with the channels as given and the engine reports why; when the worker ends without the engine's answer,
+the build stops.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._locks import FolderLock
-from flagtree_feedstock.channel.folder import check_package, index_channel, local_folder
-from flagtree_feedstock.channel.remote_packages import Authorize, checked_copy
+from flagtree_feedstock._urls import shown_url
+from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
+from flagtree_feedstock.channel.remote_packages import Authorize, download
+from flagtree_feedstock.channel.repack import repacked
 from flagtree_feedstock.errors import BuildFailedError, ChannelError
 from flagtree_feedstock.recipe.render import RenderedOutput
 
@@ -36,77 +46,96 @@ LOGGER = logging.getLogger(__name__)
 _SUBDIR = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 
 
-def remote(channels: tuple[str, ...]) -> bool:
-    """Whether any of ``channels`` is a remote one (a name such as conda-forge, or a URL but ``file://``)."""
-    return any(local_folder(channel) is None for channel in channels)
-
-
 def installs_packages(output: RenderedOutput) -> bool:
     """Whether the engine installs a build or host environment for ``output`` (its recipe requires any)."""
     requirements = output.engine_variant.recipe.to_dict().get("requirements") or {}
     return bool(requirements.get("build") or requirements.get("host"))
 
 
-def checked_channel(scratch: Path) -> Path:
-    """An empty channel folder in ``scratch`` (its noarch index only), for the checked copies."""
-    channel = scratch / "channel"
+def step_channel(scratch: Path, number: int) -> Path:
+    """A new, empty channel folder in ``scratch`` for the copies of step ``number`` (its noarch index only)."""
+    channel = scratch / f"step-{number}"
     (channel / "noarch").mkdir(parents=True)
     (channel / "noarch" / "repodata.json").write_text('{"info": {"subdir": "noarch"}, "packages": {}}\n')
     return channel
 
 
-def check_remote_packages(
+def repacked_channel(
     call: EngineCall,
     channel: Path,
     *,
+    cache: Path,
     env: dict[str, str],
     lock: FolderLock,
     authorize: Authorize,
-) -> None:
-    """Have the engine solve ``call`` alone; put a checked copy of each package its solution takes from a
-    remote channel into ``channel`` (the build call's second channel), downloaded with ``authorize``, and
-    index it."""
+    link_scripts: LinkScriptPolicy,
+) -> bool:
+    """Have the engine solve ``call`` alone; put the toolkit's copy (from ``cache``) of each package of its
+    solution into ``channel`` and index it; remote ones are downloaded with ``authorize`` first. A package
+    that carries link scripts ``link_scripts`` does not allow is refused. Whether the engine could solve it
+    (``channel`` is then the build call's first channel)."""
+    scratch = channel.parent
     solve = replace(call, mode="solve", events=False, up_to=call.up_to or (call.key[0] if call.key else None))
     # A package cache of its own: what the solve downloads (to read run exports) is not what the build installs.
     result = run_engine(
-        solve, events=None, env={**env, "RATTLER_CACHE_DIR": str(channel.parent / "cache")}, lock=lock
+        solve, events=None, env={**env, "RATTLER_CACHE_DIR": str(scratch / "solve-cache")}, lock=lock
     )
     if result.outcome == "crash":  # not the engine's answer: never a build that goes on unchecked
         raise BuildFailedError(
-            "solving what the build would install from a remote channel, to check it first, failed: the "
-            "worker ended without the engine's answer",
+            "solving what the build would install, to repack it first, failed: the worker ended without the "
+            "engine's answer",
             fix="rerun; if it fails again, report it as a bug of flagtree-feedstock with the output above",
         )
     if result.outcome == "error":  # the engine could not solve: the build's own call reports why
         LOGGER.debug("the solve before the build failed; the build reports it: %s", result.text)
-        return
-    if sum(_copy_checked(record, channel, authorize) for record in solved_packages(result)):
-        index_channel(channel, check=False)  # each was checked as it was downloaded
+        return False
+    for record in solved_packages(result):
+        url = str(record.get("url") or "")
+        subdir, name = _place(record)
+        if url.startswith("file://"):
+            original, source = Path(unquote(urlsplit(url).path)), None
+        else:
+            original, source = scratch / "downloads" / subdir / name, shown_url(url)
+            if not original.exists():
+                sha256, size = record.get("sha256"), record.get("size")
+                original.parent.mkdir(parents=True, exist_ok=True)
+                download(
+                    url,
+                    original,
+                    sha256=sha256 if isinstance(sha256, str) else None,
+                    size=size if isinstance(size, int) else None,
+                    authorize=authorize,
+                )
+        copy = repacked(original, cache, file_name=name, source=source)
+        link_scripts.admit(copy.name, copy.link_scripts, where=source or str(original))
+        _link(copy.path, channel / subdir / name)
+    index_channel(channel, check=False)  # each was checked as it was repacked
+    return True
 
 
-def _copy_checked(record: dict[str, Any], channel: Path, authorize: Authorize) -> int:
-    """Download ``record``'s package into ``channel`` and check it, unless it is local or already there; 1 when
-    it was added."""
+def _place(record: dict[str, Any]) -> tuple[str, str]:
+    """The subdir and file name of a solved package, as its copy is put into the step's channel."""
     url = str(record.get("url") or "")
-    if not url or url.startswith("file://"):
-        return 0
     subdir, name = str(record.get("subdir") or ""), str(record.get("fn") or url.rsplit("/", 1)[-1])
     if not _SUBDIR.fullmatch(subdir):
         raise ChannelError(
-            f"the channel's index gives {url} the subdir {subdir!r}: not a conda subdir",
+            f"the channel's index gives {shown_url(url)} the subdir {subdir!r}: not a conda subdir",
             fix="do not build with this channel; tell its owner",
         )
-    copy = channel / subdir / name
-    if copy.exists():
-        return 0
-    sha256 = record.get("sha256")
-    size = record.get("size")
-    checked_copy(
-        url,
-        copy,
-        sha256=sha256 if isinstance(sha256, str) else None,
-        size=size if isinstance(size, int) else None,
-        check=check_package,
-        authorize=authorize,
-    )
-    return 1
+    if "/" in name or "\\" in name or name.startswith(".") or not name.endswith((".conda", ".tar.bz2")):
+        raise ChannelError(
+            f"the channel's index names the package file {name!r} for {shown_url(url)}: not a package file name",
+            fix="do not build with this channel; tell its owner",
+        )
+    return subdir, name
+
+
+def _link(copy: Path, target: Path) -> None:
+    """Put the cached ``copy`` into a step's channel as ``target`` (a hard link, else a copy)."""
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(copy, target)
+    except OSError:
+        shutil.copyfile(copy, target)

@@ -13,12 +13,13 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flagtree_feedstock._own_files import PATCH, read_own, repository_of
 from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, authentication_file, split_credentials
+from flagtree_feedstock.channel.link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from flagtree_feedstock.errors import (
     BuildFailedError,
     DependencyError,
@@ -29,6 +30,7 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
+from .landing import ENGINE_FORMATS, Progress
 from .options import PackageFormat
 from .output_dir import (
     evict,
@@ -37,12 +39,13 @@ from .output_dir import (
     output_lock,
     package_cache,
     publish_new,
+    repack_cache,
     scratch_place,
     seed_staging,
     staging_dir,
 )
 from .plan import BuildStep
-from .remote_packages import check_remote_packages, checked_channel, installs_packages, remote
+from .remote_packages import installs_packages, repacked_channel, step_channel
 from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
@@ -91,6 +94,8 @@ class BuildSettings:
     # Set when the target platform is not this machine's (a cross build).
     foreign: ForeignTarget | None = None
     package_format: PackageFormat = "conda"
+    # The packages whose link scripts may run as the engine installs them (--allow-link-scripts).
+    link_scripts: LinkScriptPolicy = NONE_ALLOWED
 
     @property
     def test_strategy(self) -> str:
@@ -109,6 +114,7 @@ def run_plan(
     *,
     on_step: StepCallback | None = None,
     engine_events: object | None = None,
+    on_landing: Callable[[Path], Progress | None] | None = None,
 ) -> list[Path]:
     """Build every step the channel folder lacks; each finished package is published and indexed at once.
 
@@ -118,7 +124,8 @@ def run_plan(
     channel's packages, so later steps solve against earlier ones (``pin_subpackage``). After every call,
     whatever it finished lands in the channel folder (:func:`.output_dir.publish_new`), so a later failure
     or a Ctrl-C keeps it. ``engine_events`` is a py-rattler-build ``ProgressCallback`` (downloads, build
-    steps, the build log). Returns the packages published.
+    steps, the build log), ``on_landing(package)`` a package's landing display. Returns the packages
+    published.
     """
     source = settings.foreign or settings.source
     if source is None:
@@ -140,23 +147,23 @@ def run_plan(
             return published
         cache = package_cache(channel_dir)
         evict(cache, [step.stem for step in todo])
+        cache_of_copies = repack_cache(channel_dir)
         place, prefix = scratch_place(channel_dir, "auth")
+        # Beside the output folder, as the copies' cache is: a copy is linked into a step's channel, not copied.
+        copies_place, copies_prefix = scratch_place(channel_dir, "copies")
         with (
             authentication_file(engine, os.environ, folder=place, prefix=prefix) as auth,
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
-            tempfile.TemporaryDirectory(prefix="flagtree-feedstock-checked-") as scratch,
+            tempfile.TemporaryDirectory(prefix=copies_prefix, dir=copies_place) as scratch,
         ):
             env = {
                 **os.environ,
                 "RATTLER_CACHE_DIR": str(cache),
                 **({AUTH_VARIABLE: str(auth)} if auth else {}),
             }
-            checked = checked_channel(Path(scratch)) if remote(engine.channels) else None
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
-            # Second: the checked copies of what the engine would take from a remote channel (remote_packages.py).
-            channels[1:1] = [] if checked is None else [checked.as_uri()]
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
@@ -165,17 +172,29 @@ def run_plan(
                 call = _engine_call(
                     step, settings, source, staging=staging, channels=channels, events=engine_events
                 )
-                if checked is not None and installs_packages(step.output):
-                    check_remote_packages(call, checked, env=env, lock=lock, authorize=engine.authorize)
+                if installs_packages(step.output):
+                    # First: the toolkit's copies of what the engine would install (remote_packages.py).
+                    copies = step_channel(Path(scratch), index)
+                    if repacked_channel(
+                        call,
+                        copies,
+                        cache=cache_of_copies,
+                        env=env,
+                        lock=lock,
+                        authorize=engine.authorize,
+                        link_scripts=settings.link_scripts,
+                    ):
+                        call = replace(call, channels=(copies.as_uri(), *channels))
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
                 land_new_packages(
                     staging,
                     known,
                     channel_dir=channel_dir,
-                    channels=channels,
+                    channels=call.channels,
                     recipe_dir=source.recipe.parent,
                     variant_files=source.variant_files,
+                    progress=on_landing,
                 )
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
@@ -217,7 +236,8 @@ def _engine_call(
         "channels": tuple(channels),
         "test_strategy": settings.test_strategy,
         "keep_build": settings.keep_build,
-        "package_format": settings.package_format,
+        # The engine's fastest level: the landing compresses once, at the final level (landing.py).
+        "package_format": ENGINE_FORMATS[settings.package_format],
         "events": events is not None,
     }
     if settings.foreign is None:

@@ -7,7 +7,7 @@
 - :mod:`.cmake_scan`, :mod:`.cpu_api`: what FlagTree's CMake links and where FlagTree and flagtree-cpu meet;
 - :mod:`._git`: one commit of a local clone, read through git's plumbing.
 
-Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and
-:mod:`flagtree_feedstock.recipe`; never ``build``, ``channel``, ``llvm_archive`` or the CLI
+Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them), the archive layer
+(:mod:`flagtree_feedstock._archive`) and :mod:`flagtree_feedstock.recipe`; never ``build``, ``channel``, ``llvm_archive`` or the CLI
 (``tests/test_layers.py``).
 """

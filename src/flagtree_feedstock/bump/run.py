@@ -16,12 +16,15 @@ runs :mod:`.checks`, and writes the changed pins and the refreshed patches, all 
 
 from __future__ import annotations
 
+import os
 import re
-import tarfile
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flagtree_feedstock._archive import LIMITS
+from flagtree_feedstock._archive.compressed import decompressed
+from flagtree_feedstock._archive.tar_stream import ArchiveRefused, TarStream
 from flagtree_feedstock._digest import stream_digest
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._own_files import LLVM_SOURCE, open_own
@@ -170,13 +173,13 @@ def _check_llvm_options(request: BumpRequest) -> None:
 def archive_sha256(archive: Path, commit: str) -> str:
     """The sha256 of GitHub's archive of LLVM at ``commit``, after checking that it holds that commit."""
     expected = f"llvm-project-{commit}"
-    # Opened once, by the one reader (a regular file, of at most 2 GiB): its first member and its sha256 come
-    # from that one open file.
+    # Opened once, by the one reader (a regular file, of at most 2 GiB): its first member, read through the archive
+    # layer's bounded reader, and its sha256 come from that one open file.
     with open_own(archive, LLVM_SOURCE) as handle:
         try:
-            with tarfile.open(fileobj=handle, mode="r|*") as tar:
-                first = next(iter(tar), None)
-        except (tarfile.TarError, OSError) as exc:
+            with decompressed(archive, what="its compressed data", opened=handle) as raw:
+                first = next(iter(TarStream(raw, LIMITS.for_file(os.fstat(handle.fileno()).st_size))), None)
+        except ArchiveRefused as exc:  # a damaged or foreign file among them
             raise ConfigurationError(
                 f"--llvm-archive {archive} is not a tar archive: {exc}",
                 fix=f"download https://github.com/llvm/llvm-project/archive/{commit}.tar.gz",

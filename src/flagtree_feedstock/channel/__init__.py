@@ -10,6 +10,6 @@
 - :mod:`.trusted_publishing`: a GitHub job's OIDC token exchanged for a short-lived prefix.dev key;
 - :mod:`.attestations`: the CEP 27 attestations sent with the packages, checked against them.
 
-Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
-the package (``tests/test_layers.py``).
+Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and the archive layer
+(:mod:`flagtree_feedstock._archive`), nothing else of the package (``tests/test_layers.py``).
 """

@@ -9,7 +9,8 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,8 +32,10 @@ from flagtree_feedstock.errors import (
 from flagtree_feedstock.platforms import PlatformName
 
 from .credentials import EngineChannels, rattler_client, split_credentials
+from .link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
-from .remote_packages import use_checked_copies
+from .remote_packages import use_repacked_copies
+from .repack import user_cache
 
 LOGGER = logging.getLogger(__name__)
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -161,19 +164,14 @@ def _not_a_channel(channel: str, folder: Path) -> ConfigurationError:
     )
 
 
-def check_package(path: Path, source: str | None = None) -> None:
-    """Raise :class:`ChannelError` naming ``path`` (or ``source``, the URL it was downloaded from) unless it is
-    a whole conda package named after itself.
-
-    Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
-    readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
-    of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
-    index without a word when its name does not read as name-version-build).
-    """
+@contextmanager
+def refusals(path: Path, source: str | None = None) -> Iterator[None]:
+    """Turn the reader's refusal of the package ``path`` (downloaded from ``source``, when given) into one
+    :class:`ChannelError` naming it, with what to do."""
     where = source or str(path)
     owner = "do not install from this channel; tell its owner"
     try:
-        stem = package_stem(path)
+        yield
     except UnsafePackage as exc:
         raise ChannelError(
             f"{where} is refused, and was not used: {exc}",
@@ -191,6 +189,23 @@ def check_package(path: Path, source: str | None = None) -> None:
             if source is None
             else f"install again later (the download may have been cut); if it stays so, {owner}",
         ) from None
+
+
+def check_package(path: Path, source: str | None = None, *, shown_as: Path | None = None) -> None:
+    """Raise :class:`ChannelError` naming ``path`` (or ``source``, the URL it was downloaded from, or
+    ``shown_as``, the file ``path`` is the toolkit's copy of) unless it is a whole conda package named after
+    itself.
+
+    Whole and safe: see :func:`package_stem` (a path leading out of the prefix, a bomb or an archive two
+    readers read differently is refused, naming the member). Named after itself: ``<name>-<version>-<build>``
+    of its own ``info/index.json``, the name by which conda finds it (py-rattler's indexer leaves a file out of the
+    index without a word when its name does not read as name-version-build).
+    """
+    shown_path = shown_as or path
+    where = source or str(shown_path)
+    owner = "do not install from this channel; tell its owner"
+    with refusals(shown_path, source):
+        stem = package_stem(path)
     suffix = ".conda" if path.name.endswith(".conda") else ".tar.bz2"
     if path.name != f"{stem}{suffix}":
         named = stem + suffix
@@ -205,7 +220,7 @@ def check_package(path: Path, source: str | None = None) -> None:
             "package by its file name, name-version-build",
             fix=owner
             if source is not None
-            else f"rename it: mv {_quoted(path)} {_quoted(path.with_name(named))}"
+            else f"rename it: mv {_quoted(shown_path)} {_quoted(shown_path.with_name(named))}"
             if fits
             else f"do not use it: the name-version-build its {INDEX} gives is no file name; remove it",
         )
@@ -443,12 +458,15 @@ def smoke_install(
     prefix: Path,
     platform: PlatformName,
     extra_channels: Sequence[str] = (),
+    link_scripts: LinkScriptPolicy = NONE_ALLOWED,
+    cache: Path | None = None,
 ) -> list[InstalledPackage]:
     """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``.
 
     Every package installed is checked first (:func:`check_package`): a local channel's before the solve, a
     remote channel's once the solve took it, downloaded into a folder of the run's own and installed from that
-    checked copy (:mod:`.remote_packages`).
+    checked copy (:mod:`.remote_packages`). One that carries link scripts is refused unless ``link_scripts``
+    allows it; the scripts of those it allows run.
     """
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
@@ -492,7 +510,15 @@ def smoke_install(
             raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
         except errors.SolverError as exc:
             raise _unsolvable(exc, channel_dir, specs, names, platform) from None
-        _install(records, prefix, platform, engine, channel_dir)
+        _install(
+            records,
+            prefix,
+            platform=platform,
+            engine=engine,
+            channel_dir=channel_dir,
+            link_scripts=link_scripts,
+            cache=cache or user_cache(os.environ),
+        )
     return [
         InstalledPackage(
             name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
@@ -504,25 +530,31 @@ def smoke_install(
 def _install(
     records: Sequence[Any],
     prefix: Path,
+    *,
     platform: PlatformName,
     engine: EngineChannels,
     channel_dir: Path,
+    link_scripts: LinkScriptPolicy,
+    cache: Path,
 ) -> None:
     """Link ``records`` into ``prefix``, each remote one from a checked copy downloaded with ``engine``'s
-    credentials for its origin (:mod:`.remote_packages`); a failure or a Ctrl-C leaves no half-installed
-    prefix."""
+    credentials for its origin (:mod:`.remote_packages`), none with link scripts ``link_scripts`` does not
+    allow; a failure or a Ctrl-C leaves no half-installed prefix."""
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
     try:
         with tempfile.TemporaryDirectory(prefix="flagtree-feedstock-packages-") as scratch:
-            # The installer installs checked copies only, downloaded with the credentials of their origin.
-            use_checked_copies(records, Path(scratch), check_package, authorize=engine.authorize)
+            # The installer installs the toolkit's own copies only (remote ones downloaded with the
+            # credentials of their origin), and no package's link scripts but the allowed ones.
+            runs_scripts = use_repacked_copies(
+                records, Path(scratch), cache, authorize=engine.authorize, link_scripts=link_scripts
+            )
             _settled(
                 rattler.install(
                     list(records),
                     prefix,
                     platform=rattler.Subdir(platform),
-                    execute_link_scripts=False,
+                    execute_link_scripts=runs_scripts,  # only the allowed packages carry any
                     show_progress=False,
                 )
             )

@@ -1,10 +1,8 @@
 """A conda package file read whole, bounded, and checked before anything indexes, installs or uploads it.
 
-Both formats: a ``.tar.bz2`` is one tar; a ``.conda`` is a zip of ``metadata.json``, ``info-<stem>.tar.zst``
-and ``pkg-<stem>.tar.zst``, each tar read as a zstd stream whose window is at most :data:`ZSTD_WINDOW`; its
-zip is read as the engine reads it, entry by entry from its first byte (:mod:`.zip_layout` refuses an entry
-its central directory does not list, a name held twice, data after its end). Every tar is read by :class:`flagtree_feedstock._tar_stream.TarStream` within :data:`LIMITS` (no sparse member, no
-name read two ways, no size beyond the data). Then the package is checked as the installer will use it:
+The file is read by the archive layer's one reader (:func:`flagtree_feedstock._archive.open_package`: both
+formats, a ``.conda``'s zip in order as rattler reads it, every tar bounded by :data:`LIMITS`, one reading
+only). Then the package is checked as the installer will use it:
 
 - ``info/`` holds files only: a link there (symbolic or hard) is refused, since the installer would read
   the metadata through it where this check would not;
@@ -24,41 +22,32 @@ py-rattler 0.28 itself resolves a ``paths.json`` entry such as ``x/../../target`
 
 from __future__ import annotations
 
-import bz2
 import json
 import shlex
-import zipfile
-import zlib
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
-from flagtree_feedstock._engine import require
-from flagtree_feedstock._tar_stream import (
-    CHUNK,
-    ArchiveRefused,
-    Limits,
-    NotATar,
-    TarStream,
-    parts_of,
-    resolve,
-    shown,
+from flagtree_feedstock._archive import (
+    INFO_BYTES,
+    LIMITS,
+    ZSTD_WINDOW,
+    DamagedPackage,
+    Package,
+    PackageMember,
+    UnsafePackage,
+    open_package,
 )
+from flagtree_feedstock._archive.tar_stream import CHUNK, parts_of, resolve, shown
 
-from .zip_layout import check_layout
-
-# What reading one package may cost. The largest package this feedstock builds, flagtree-llvm (an LLVM and
-# MLIR install tree: static libraries, tools, headers), unpacks to a few GB in some thousands of files
-# (Debian's LLVM 19 and MLIR: 4,385, benchmarks/README.md).
-LIMITS = Limits(total_bytes=32 << 30, member_bytes=4 << 30, members=100_000)
-# An info/ JSON file read into memory is at most this big (flagtree-llvm's paths.json is a few MB); parsed, 16 MiB
-# of the smallest entries take about 300 MB (tests/test_package_bombs.py measures it).
-INFO_BYTES = 16 << 20
-# The largest zstd window a .conda's tars may ask for (zstd's own default limit, 2**27 bytes; conda's and
-# rattler's writers use far less): a frame asking for more would be an allocation of its size.
-ZSTD_WINDOW = 1 << 27
+__all__ = [
+    "INFO_BYTES",
+    "LIMITS",
+    "ZSTD_WINDOW",
+    "DamagedPackage",
+    "UnsafePackage",
+    "load_json",
+    "read_package",
+]
 PATHS = "info/paths.json"
 FILES = "info/files"
 HAS_PREFIX = "info/has_prefix"
@@ -66,14 +55,6 @@ LINK = "info/link.json"
 
 
 _LINK_KINDS = {"symlink": "symbolic link", "hardlink": "hard link"}
-
-
-class DamagedPackage(Exception):
-    """A package file that is not a whole conda package; the message says why."""
-
-
-class UnsafePackage(DamagedPackage):
-    """A package refused before it is used: a path leading out of the prefix, a bomb, an ambiguous archive."""
 
 
 def read_package(
@@ -91,21 +72,8 @@ def read_package(
     errno) is not a damaged package: that error is raised as it is.
     """
     reading = _Reading(wanted, whole=whole)
-    try:
-        if (name or path.name).endswith(".conda"):
-            _read_conda(path, reading)
-        else:
-            _read_tar_bz2(path, reading)
-    except NotATar as exc:
-        raise DamagedPackage(str(exc)) from None
-    except ArchiveRefused as exc:
-        raise UnsafePackage(str(exc)) from None
-    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        raise DamagedPackage(_first_line(exc)) from None
-    except OSError as exc:
-        if exc.errno is not None:  # the file could not be read: not a damaged package
-            raise
-        raise DamagedPackage(_first_line(exc)) from None  # bz2's "Invalid data stream", zstd's errors
+    with open_package(path, name) as package:
+        reading.take(package)
     if whole:
         reading.check()
     return {key: value for key, value in reading.found.items() if key in wanted}
@@ -141,19 +109,12 @@ class _Reading:
     def done(self) -> bool:
         return not self.whole and all(name in self.found for name in self.wanted)
 
-    def take(self, tar: TarStream, *, info_only: bool | None = None) -> None:
-        """Every member of ``tar``; ``info_only``: the tar must hold only ``info/`` (True) or none of it (False)."""
-        for member in tar:
-            if not member.name:  # the root folder itself (./)
-                continue
-            in_info = member.name == "info" or member.name.startswith("info/")
-            if info_only is not None and in_info != info_only:
-                where = "the info tar" if info_only else "the pkg tar"
-                raise ArchiveRefused(f"member {shown(member.name)} does not belong in {where} of a .conda")
-            if member.name in self.kinds:
-                raise ArchiveRefused(f"member {shown(member.name)} is held twice")
-            if in_info and member.kind in _LINK_KINDS:
-                raise ArchiveRefused(
+    def take(self, package: Package) -> None:
+        """Every member of ``package`` (all of them when whole: the file is read to its end, every check made
+        there), the wanted info files read."""
+        for member in package:
+            if member.section == "info" and member.kind in _LINK_KINDS:
+                raise UnsafePackage(
                     f"member {shown(member.name)} is a {_LINK_KINDS[member.kind]}: the installer would read "
                     "info/ through it; a package's info/ holds files only"
                 )
@@ -161,12 +122,7 @@ class _Reading:
             if member.kind == "symlink":
                 self.symlinks[member.name] = member.target
             elif member.kind == "file" and member.name in self.wanted:
-                if member.size > INFO_BYTES:
-                    raise ArchiveRefused(
-                        f"member {shown(member.name)} declares {member.size} bytes, above the {INFO_BYTES} an "
-                        "info file may have"
-                    )
-                self.found[member.name] = _read_all(tar, member.size)
+                self.found[member.name] = read_member(package, member)
             if self.done():
                 return
 
@@ -184,6 +140,12 @@ class _Reading:
                     raise UnsafePackage(
                         f"member {shown(name)} lies below the package's symlink {shown('/'.join(parts[:depth]))}: "
                         "the installer would write through it"
+                    )
+                # A file that is a folder too: rattler's unpacking fails on it, or keeps one of the two.
+                if self.kinds.get(above := "/".join(parts[:depth])) in ("file", "hardlink"):
+                    raise UnsafePackage(
+                        f"member {shown(name)} lies below {shown(above)}, a file of the package: readers differ "
+                        "on which of the two is there"
                     )
         for name, target in self.symlinks.items():
             if target.startswith("/"):
@@ -253,80 +215,17 @@ def _prefix_path(line: str) -> str:
     return words[2] if len(words) == 3 and words[1] in ("text", "binary") else line
 
 
-def _read_all(tar: TarStream, size: int) -> bytes:
+def read_member(package: Package, member: PackageMember, limit: int = INFO_BYTES) -> bytes:
+    """The whole data of ``package``'s current ``member``, a file of at most ``limit`` bytes (an info file:
+    :data:`INFO_BYTES`), else :class:`UnsafePackage`."""
+    if member.size > limit:
+        raise UnsafePackage(
+            f"member {shown(member.name)} declares {member.size} bytes, above the {limit} an info file may have"
+        )
     chunks = []
-    while chunk := tar.read(CHUNK):
+    while chunk := package.read(CHUNK):
         chunks.append(chunk)
-    data = b"".join(chunks)
-    assert len(data) == size
-    return data
-
-
-def _read_tar_bz2(path: Path, reading: _Reading) -> None:
-    limits = LIMITS.for_file(path.stat().st_size)
-    with bz2.open(path, "rb") as stream:
-        tar = TarStream(stream, limits)
-        reading.take(tar)
-        # To the end of the bzip2 stream, whose CRC is checked there.
-        while reading.whole and stream.read(CHUNK):
-            tar.consumed += CHUNK
-            if tar.consumed > limits.total_bytes:
-                raise ArchiveRefused(
-                    f"the data after its tar archive takes it above {limits.total_bytes} bytes"
-                )
-
-
-def _read_conda(path: Path, reading: _Reading) -> None:
-    size = path.stat().st_size
-    limits = LIMITS.for_file(size)
-    with path.open("rb") as file, zipfile.ZipFile(file) as archive:
-        check_layout(archive, file, size)  # the entries Python reads are the ones the engine reads, in order
-        entries = archive.infolist()
-        if sum(entry.file_size for entry in entries) > limits.total_bytes:
-            raise ArchiveRefused(f"its zip members declare more than {limits.total_bytes} bytes in all")
-        failed = archive.testzip() if reading.whole else None
-        if failed is not None:
-            raise DamagedPackage(f"{shown(failed)} fails its checksum")
-        names = archive.namelist()
-        info = [n for n in names if n.startswith("info-") and n.endswith(".tar.zst")]
-        pkg = [n for n in names if n.startswith("pkg-") and n.endswith(".tar.zst")]
-        if "metadata.json" not in names or len(info) != 1 or len(pkg) > 1 or (reading.whole and not pkg):
-            raise DamagedPackage("it holds no conda package metadata")
-        with _zstd_tar(archive, info[0], limits) as tar:
-            reading.take(tar, info_only=True)
-            left = limits.total_bytes - tar.consumed
-        if reading.whole:
-            with _zstd_tar(archive, pkg[0], replace(limits, total_bytes=left)) as tar:
-                reading.take(tar, info_only=False)
-
-
-@contextmanager
-def _zstd_tar(archive: zipfile.ZipFile, member: str, limits: Limits) -> Iterator[TarStream]:
-    zstandard = require("zstandard", "zstandard")
-    try:
-        with (
-            archive.open(member) as compressed,
-            zstandard.ZstdDecompressor(max_window_size=ZSTD_WINDOW).stream_reader(compressed) as raw,
-        ):
-            yield TarStream(_Unbuffered(raw), limits)
-    except zstandard.ZstdError as exc:
-        raise DamagedPackage(f"{member}: {_first_line(exc)}") from None
-
-
-class _Unbuffered:
-    """A zstd stream reader read to the size asked for (its ``read`` may return less before the end)."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw = raw
-
-    def read(self, size: int) -> bytes:
-        data = self.raw.read(size)
-        while data and len(data) < size:
-            more = self.raw.read(size - len(data))
-            if not more:
-                break
-            data += more
-        return data
+    return b"".join(chunks)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,11 +1,12 @@
-"""The packages a solve took from a remote channel, downloaded into a folder of the run's own and checked first.
+"""The packages a solve took, each installed from the toolkit's own copy; a remote one downloaded first.
 
-py-rattler's installer installs what it downloads, unchecked. So ``channel install`` downloads each package
-the solve took from a remote channel itself (the toolkit's HTTP client, :mod:`flagtree_feedstock._http`), at
-most the size the channel's index gives (else :data:`MAX_PACKAGE_BYTES`), checks it against the index's sha256
-and size, then checks it as every package is checked (:func:`.folder.check_package`: whole, safe, named after
-itself), and hands the installer the record pointing at that checked copy (a ``file://`` URL, its sha256 set):
-the installer never downloads again. A package of a local channel was checked whole before the solve.
+py-rattler's installer installs what it downloads, unchecked, read its own way. So ``channel install`` hands it
+records pointing at copies the toolkit wrote (:func:`use_repacked_copies`, :mod:`.repack`): a local channel's
+package is repacked from its file; a remote channel's is first downloaded by the toolkit itself (its HTTP client,
+:mod:`flagtree_feedstock._http`, with the credentials of its origin) into a folder of the run's own, at most the
+size the channel's index gives (else :data:`MAX_PACKAGE_BYTES`), and checked against the index's sha256 and size
+(:func:`download`). The records carry the copy's ``file://`` URL, sha256, md5 and size: the installer never
+downloads again, and takes no other file of that name from its cache.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._http import Credential, HttpError, Timeouts, open_request, status_text
 from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ChannelError
+
+from .link_scripts import LinkScriptPolicy
+from .repack import repacked
 
 LOGGER = logging.getLogger(__name__)
 # A package file larger than this is not downloaded when the channel's index gives no size. The largest
@@ -34,38 +38,41 @@ _SUFFIXES = (".conda", ".tar.bz2")
 Authorize = Callable[[str], tuple[str, Credential | None]]
 
 
-def use_checked_copies(
-    records: Sequence[Any], folder: Path, check: Callable[[Path, str], None], *, authorize: Authorize
-) -> None:
-    """Download every record (py-rattler's ``RepoDataRecord``) of a remote channel into ``folder`` with
-    ``authorize``, check it with ``check`` (:func:`.folder.check_package`), and point the record at the
-    checked copy."""
+def use_repacked_copies(
+    records: Sequence[Any],
+    folder: Path,
+    cache: Path,
+    *,
+    authorize: Authorize,
+    link_scripts: LinkScriptPolicy,
+) -> bool:
+    """Point every record (py-rattler's ``RepoDataRecord``) at the toolkit's own copy of its package
+    (:func:`.repack.repacked`, cached in ``cache``): a local channel's from its file, a remote channel's
+    downloaded into ``folder`` first with ``authorize``. Whether any of them runs link scripts, which
+    ``link_scripts`` allowed (one it does not allow is refused)."""
+    runs_scripts = False
     for number, record in enumerate(records):
         url = str(record.url)
         if urlsplit(url).scheme == "file":
-            continue
-        expected = record.sha256.hex() if record.sha256 else None
-        copy = folder / str(number) / str(record.file_name)
-        digest = checked_copy(url, copy, sha256=expected, size=record.size, check=check, authorize=authorize)
-        record.url = copy.as_uri()
-        record.sha256 = bytes.fromhex(digest)  # the installer's cache takes this copy, no other of its name
+            original, source = Path(unquote(urlsplit(url).path)), None
+        else:
+            original, source = folder / str(number) / str(record.file_name), shown_url(url)
+            expected = record.sha256.hex() if record.sha256 else None
+            download(url, original, sha256=expected, size=record.size, authorize=authorize)
+        copy = repacked(original, cache, file_name=str(record.file_name), source=source)
+        runs_scripts |= link_scripts.admit(copy.name, copy.link_scripts, where=source or str(original))
+        record.url = copy.path.as_uri()
+        # The installer's cache takes this copy, no other of its name, and checks it against these.
+        record.sha256 = bytes.fromhex(copy.sha256)
+        record.md5 = bytes.fromhex(copy.md5)
+        record.size = copy.size
+    return runs_scripts
 
 
-def checked_copy(
-    url: str,
-    copy: Path,
-    *,
-    sha256: str | None,
-    size: int | None,
-    check: Callable[[Path, str], None],
-    authorize: Authorize,
-) -> str:
-    """Download ``url`` to ``copy`` (a new file), within the size the index gives and with its sha256, and
-    check it with ``check``; the copy's sha256. A package refused raises :class:`ChannelError`."""
-    folder, name = copy.parent, copy.name
-    digest = _download(url, name, folder, sha256=sha256, size=size, authorize=authorize)
-    check(copy, shown_url(url))
-    return digest
+def download(url: str, copy: Path, *, sha256: str | None, size: int | None, authorize: Authorize) -> str:
+    """Download ``url`` to ``copy`` (a new file), within the size the index gives and with its sha256; the
+    copy's sha256."""
+    return _download(url, copy.name, copy.parent, sha256=sha256, size=size, authorize=authorize)
 
 
 def _download(

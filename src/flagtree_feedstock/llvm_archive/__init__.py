@@ -26,7 +26,7 @@ Before anything renders or builds, each problem is one line: a missing file, a f
 an archive whose top is not one folder named like Triton's, a member that would land outside it when unpacked
 (``..``, an absolute name, a link leading out) or that is a device or a FIFO (a socket or a FIFO in a folder),
 a member the engine's extractor could read differently (a sparse one, a PAX and a GNU name, two at one path),
-a header or member beyond the bounded reader's limits (:mod:`flagtree_feedstock._tar_stream`), a ``bin/``
+a header or member beyond the bounded reader's limits (:mod:`flagtree_feedstock._archive.tar_stream`), a ``bin/``
 member above 1 GiB, one without ``bin/mlir-tblgen`` (or with one that is no aarch64 program), a
 sha256 that differs, a URL without a sha256. The archive is read in place, never unpacked for the check. After the render: an archive of
 another LLVM commit than the recipe's ``llvm_commit``, and the glibc floor (:func:`check_rendered`).
@@ -39,8 +39,8 @@ naming the sysroot version conda-forge has that is high enough.
 
 Modules: :mod:`.route` (the option checked, the variant file it becomes, what the render decides),
 :mod:`.fetch` (a URL downloaded, a folder packed), :mod:`.inspection` (what an archive holds) and
-:mod:`.cache` (the cache folder, files written whole). They may import the top-level helpers and
-:mod:`flagtree_feedstock.recipe`, never ``build``, ``channel``, ``bump`` or the CLI.
+:mod:`.cache` (the cache folder, files written whole). They may import the top-level helpers, the archive
+layer (:mod:`flagtree_feedstock._archive`) and :mod:`flagtree_feedstock.recipe`, never ``build``, ``channel``, ``bump`` or the CLI.
 """
 
 from __future__ import annotations

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 import math
 import re
 import stat
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from flagtree_feedstock._archive.compressed import gzip_writer
+from flagtree_feedstock._archive.tar_stream import Member
+from flagtree_feedstock._archive.tar_write import TarWriter
 from flagtree_feedstock._http import HttpError, Timeouts, open_request, read, shown_url, status_text
 from flagtree_feedstock.errors import ConfigurationError, SourceFetchError
 
-from .cache import file_sha256, human_size, spool
+from .cache import CHUNK, file_sha256, human_size, spool
 from .inspection import TOP_EXAMPLE, TOP_FOLDER
 
 LOGGER = logging.getLogger(__name__)
@@ -139,32 +140,38 @@ def pack_folder(folder: Path, cache: Path) -> Path:
                 fix="remove it from the folder (or pass a copy without it)",
             )
     LOGGER.info("packing %s into %s", folder, cache)
-
-    def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        info.mtime = 0
-        return info
-
     with (
         spool(cache, lambda digest: f"{folder.name}-{digest[:16]}.tar.gz") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw.writer, mtime=0) as packed,
-        tarfile.open(fileobj=packed, mode="w", format=tarfile.GNU_FORMAT) as tar,
+        gzip_writer(raw.writer) as packed,
     ):
-        tar.add(folder, arcname=folder.name, recursive=False, filter=reset)
+        tar = TarWriter(packed)
+        tar.add(_entry(folder, folder.name))
         for path in entries:
             if path.parent == folder and path.name == SETUP_PY_MARKER:
                 continue
-            info = reset(tar.gettarinfo(path, arcname=f"{folder.name}/{path.relative_to(folder)}"))
-            if info.islnk():  # a hard link: its content, as a file of its own
-                info.type, info.linkname, info.size = tarfile.REGTYPE, "", path.stat().st_size
-            if info.isreg():
-                with path.open("rb") as handle:
-                    tar.addfile(info, handle)
-            else:
-                tar.addfile(info)
+            member = _entry(path, f"{folder.name}/{path.relative_to(folder)}")
+            tar.add(member, _pieces(path) if member.kind == "file" else ())
+        tar.close()
     assert raw.path is not None
     return raw.path
+
+
+def _entry(path: Path, name: str) -> Member:
+    """``path`` as a tar member named ``name``: owner and time zeroed, a symlink as a symlink, a hard link's
+    content as a file of its own."""
+    status = path.lstat()
+    mode = stat.S_IMODE(status.st_mode)
+    if stat.S_ISLNK(status.st_mode):
+        return Member(name=name, kind="symlink", size=0, target=str(path.readlink()), mode=mode)
+    if stat.S_ISDIR(status.st_mode):
+        return Member(name=name, kind="dir", size=0, target="", mode=mode)
+    return Member(name=name, kind="file", size=status.st_size, target="", mode=mode)
+
+
+def _pieces(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while piece := handle.read(CHUNK):
+            yield piece
 
 
 def _special(path: Path) -> str | None:

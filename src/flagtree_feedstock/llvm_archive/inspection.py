@@ -1,7 +1,7 @@
 """What an archive holds, read before anything is unpacked: its top folder, its mlir-tblgen, its glibc need.
 
 The archive is read once, as a stream, by the toolkit's bounded tar reader
-(:class:`flagtree_feedstock._tar_stream.TarStream`, within :data:`LIMITS`): every header and every member is
+(:class:`flagtree_feedstock._archive.tar_stream.TarStream`, within :data:`LIMITS`): every header and every member is
 bounded, not only ``bin/``, and what the engine's extractor could read differently from ours is refused (a
 member with both a PAX path and a GNU long name, a sparse member, two members at one path, a path that is both
 a file and a link). The archive is refused, naming the member (cut, with its length), where one would land
@@ -16,24 +16,21 @@ unread.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
 import json
-import lzma
 import os
 import re
-import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from flagtree_doctor import elf
-from flagtree_feedstock._tar_stream import (
+from flagtree_feedstock._archive.compressed import decompressed
+from flagtree_feedstock._archive.tar_stream import (
+    ArchiveDamaged,
     ArchiveRefused,
     Limits,
-    NotATar,
+    Seekable,
     TarStream,
     resolve,
     shown,
@@ -52,8 +49,6 @@ TOP_EXAMPLE = "llvm-<commit8>-ubuntu-arm64"
 REQUIRED_TOOL = "bin/mlir-tblgen"
 
 
-# What a damaged or foreign file raises while it is decompressed (OSError: bz2's "Invalid data stream").
-_NOT_TAR = (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError)
 # What reading one archive may cost: Triton's archives are 1 to 1.6 GB of gzip (docs/llvm-archive.md), an LLVM
 # and MLIR install tree of a few GB in some thousands of files (Debian's LLVM 19 and MLIR: 4,385,
 # benchmarks/README.md); its largest member is a static library or a tool of a few hundred MB.
@@ -116,7 +111,7 @@ def inspect(path: Path, *, label: str | None = None, handle: io.BufferedReader |
     tool_machine: int | None = None
     needs: list[tuple[str, str]] = []  # (GLIBC_x.y, program)
     try:
-        with _decompressed(path, handle) as raw:
+        with decompressed(path, what="its compressed data", opened=handle) as raw:
             size = os.fstat(handle.fileno()).st_size if handle is not None else path.stat().st_size
             tar = TarStream(raw, LIMITS.for_file(size))
             for member in tar:
@@ -144,7 +139,7 @@ def inspect(path: Path, *, label: str | None = None, handle: io.BufferedReader |
                 if parts[2] == Path(REQUIRED_TOOL).name:
                     tool_machine = machine
                 needs += [(v, parts[2]) for vs in versions.values() for v in vs if _is_glibc(v)]
-    except NotATar as exc:
+    except ArchiveDamaged as exc:  # NotATar among them
         raise ConfigurationError(
             f"--llvm-archive {label} is not a tar archive, or a damaged one ({exc})",
             fix=f"pass Triton's archive ({TOP_EXAMPLE}.tar.gz) or the folder it unpacked to",
@@ -154,34 +149,7 @@ def inspect(path: Path, *, label: str | None = None, handle: io.BufferedReader |
             f"--llvm-archive {label}: {exc}; refused before anything is unpacked",
             fix="pass Triton's own archive (an LLVM install tree holds none of these), downloaded again",
         ) from None
-    except _NOT_TAR as exc:
-        if isinstance(exc, OSError) and exc.errno is not None:
-            raise
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")[:200]
-        raise ConfigurationError(
-            f"--llvm-archive {label} is not a tar archive, or a damaged one ({reason})",
-            fix=f"pass Triton's archive ({TOP_EXAMPLE}.tar.gz) or the folder it unpacked to",
-        ) from None
     return _checked(label, tops, _Links(links), tool_machine, needs)
-
-
-@contextmanager
-def _decompressed(path: Path, opened: io.BufferedReader | None) -> Iterator[io.BufferedIOBase]:
-    """``path`` (or ``opened``, from its start) read, decompressed by its first bytes (gzip, bzip2, xz, or a
-    plain tar)."""
-    with ExitStack() as stack:
-        handle = stack.enter_context(path.open("rb")) if opened is None else opened
-        handle.seek(0)
-        magic = handle.read(6)
-        handle.seek(0)
-        if magic.startswith(b"\x1f\x8b"):
-            yield stack.enter_context(gzip.GzipFile(fileobj=handle, mode="rb"))
-        elif magic.startswith(b"BZh"):
-            yield stack.enter_context(bz2.BZ2File(handle, "rb"))
-        elif magic == b"\xfd7zXZ\x00":
-            yield stack.enter_context(lzma.LZMAFile(handle, "rb"))
-        else:
-            yield handle
 
 
 class _Member:
@@ -193,7 +161,7 @@ class _Member:
     them out.
     """
 
-    def __init__(self, tar: TarStream, raw: io.BufferedIOBase, name: str) -> None:
+    def __init__(self, tar: TarStream, raw: Seekable, name: str) -> None:
         self.tar = tar
         self.raw = raw
         self.name = name

@@ -1,7 +1,7 @@
 """A tar archive from outside, read as a stream: bounded, and refused where two readers could read it differently.
 
-Every archive the toolkit is handed is read through :class:`TarStream`: the tars of a conda package
-(``channel/``) and the LLVM archive (``llvm_archive/``). The engine unpacks them with its own reader (Rust's
+Every tar the toolkit is handed is read through :class:`TarStream`: the tars of a conda package
+(:mod:`.package`) and the LLVM archive (``llvm_archive/``). The engine unpacks them with its own reader (Rust's
 ``tar`` crate), so what our check reads must be what the engine will write, and reading it must cost no more
 than :class:`Limits` allow, whatever the headers claim:
 
@@ -17,7 +17,10 @@ than :class:`Limits` allow, whatever the headers claim:
   that is not POSIX ustar, a name that is not UTF-8, a non-folder name ending in ``/``, and two members at one
   path (unless both are folders);
 - refused as what no archive of ours holds: an absolute name, a name with ``..``, a device file, a FIFO, a
-  hard link to no earlier member, tar types beyond file, folder, symlink and hard link.
+  hard link to no earlier member, tar types beyond file, folder, symlink and hard link;
+- read to the end of the decompressed data: after the end-of-archive block (the first all-zero header, where
+  Rust's ``tar`` stops too) only zero bytes may follow, so a member hidden behind it, which one reader would
+  unpack and another not, is refused.
 
 Where a path resolved through the archive's own symlinks leads is :func:`resolve`. Messages name a member cut
 to :data:`SHOWN_CHARS` characters, with its length (:func:`shown`).
@@ -25,7 +28,6 @@ to :data:`SHOWN_CHARS` characters, with its length (:func:`shown`).
 
 from __future__ import annotations
 
-import io
 import tarfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,11 +58,21 @@ class Readable(Protocol):
     def read(self, size: int, /) -> bytes: ...
 
 
+class Seekable(Readable, Protocol):
+    """A :class:`Readable` that can go to an offset of its data."""
+
+    def seek(self, offset: int, /) -> int | None: ...
+
+
 class ArchiveRefused(Exception):
     """An archive refused by the reader; the message names the member (cut, see :func:`shown`) and why."""
 
 
-class NotATar(ArchiveRefused):
+class ArchiveDamaged(ArchiveRefused):
+    """An archive that is not whole: cut short, a checksum that fails, a stream that is no such stream."""
+
+
+class NotATar(ArchiveDamaged):
     """What is read holds no tar header at its start: not a tar archive (or one damaged from its start)."""
 
 
@@ -86,12 +98,15 @@ class Limits:
 
 @dataclass(frozen=True, kw_only=True)
 class Member:
-    """One member: its name normalised (``a/./b/`` is ``a/b``), its kind, declared size and link target."""
+    """One member: its name normalised (``a/./b/`` is ``a/b``), its kind, declared size and link target, and
+    the mode and time its header gives."""
 
     name: str
     kind: Kind
     size: int
     target: str  # a symlink's target as written, a hard link's member normalised; "" otherwise
+    mode: int = 0o644
+    mtime: int = 0
 
     @property
     def parts(self) -> list[str]:
@@ -178,7 +193,7 @@ class TarStream:
         self._left -= len(data)
         return data
 
-    def seek(self, raw: io.BufferedIOBase, offset: int) -> None:
+    def seek(self, raw: Seekable, offset: int) -> None:
         """Go back to ``offset`` of the current member's data, ``raw`` being this stream's seekable file."""
         start, size = self._data
         if raw is not self.raw or not 0 <= offset <= size:
@@ -231,7 +246,8 @@ class TarStream:
             if not block or block.count(0) == BLOCK:
                 if pending.kinds:
                     raise ArchiveRefused("the archive ends after an extended header, before its member")
-                return None  # the end of the archive (tar writes zero blocks there; the rest is not read)
+                self._only_zeros_after_the_end()
+                return None
             self._count(BLOCK, f"a header after {shown(self._current)}")  # empty members cost their headers
             try:
                 info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
@@ -257,6 +273,17 @@ class TarStream:
                 pending.pax = _pax_records(data, self._current)
             else:
                 _check_global(_pax_records(data, self._current), self._current)
+
+    def _only_zeros_after_the_end(self) -> None:
+        """The rest of the data after the end-of-archive block, read to its end: zeros only (tar pads with
+        them), each counted against the limit."""
+        while chunk := self._raw(CHUNK):
+            self._count(len(chunk), f"the data after the archive's end (after {shown(self._current)})")
+            if chunk.count(0) != len(chunk):
+                raise ArchiveRefused(
+                    f"the archive holds more than zeros after its end-of-archive block (after "
+                    f"{shown(self._current)}): a reader that stops there would not see it"
+                )
 
     def _text(self, raw: bytes, what: str) -> str:
         if len(raw) > self.limits.name_bytes:
@@ -324,7 +351,9 @@ class TarStream:
         self._admit(name, normal, member_kind, size, target)
         self._left, self._padding = size, _padded(size) - size
         self._data = (self._position, size)
-        return Member(name=normal, kind=member_kind, size=size, target=target)
+        return Member(
+            name=normal, kind=member_kind, size=size, target=target, mode=info.mode, mtime=int(info.mtime)
+        )
 
     def _hard_link_target(self, name: str, target: str) -> str:
         if target.startswith("/") or ".." in target.split("/"):

@@ -1,0 +1,185 @@
+"""The installer gets only what the toolkit read (issue 41 item 1): `channel install` and the engine making a
+build's host environment install the toolkit's own copy of each package, written from what its reader read,
+cached by the original's sha256; a `.conda` whose zip holds one more `*.tar.zst` entry is refused by every
+command, and nothing is written outside the prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from rattler.index import index_fs
+
+from _hostile_packages import INDEX, STEM, channel_with, member, sha256, symlink, tar_bz2, zstd
+from _toy import build_args, error_line, native_args, run_toolkit
+from flagtree_feedstock.channel.package_reader import read_package
+
+PLANTED = b"planted by a package\n"
+# What the engine records of the build, its host environment's packages among it (their sha256 too).
+RENDERED = "info/recipe/rendered_recipe.yaml"
+
+
+def _good_conda(name: str = "evil", files: dict[str, bytes] | None = None) -> bytes:
+    files = files if files is not None else {"share/evil.txt": b"payload\n"}
+    listed = [
+        {"_path": p, "path_type": "hardlink", "sha256": sha256(d), "size_in_bytes": len(d)}
+        for p, d in files.items()
+    ]
+    info = [
+        *member("info/index.json", json.dumps(INDEX | {"name": name}).encode()),
+        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
+    ]
+    payload = [part for path, data in files.items() for part in member(path, data)]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
+        archive.writestr(f"info-{name}-1-0.tar.zst", zstd(info))
+        archive.writestr(f"pkg-{name}-1-0.tar.zst", zstd(payload))
+    return out.getvalue()
+
+
+def _with_one_more_entry(entry: str) -> bytes:
+    """A whole `.conda` plus the zip entry ``entry``, a tar of tests/test_package_paths.py's reproducer: its
+    info/paths.json lists ``x/../../target``, ``x`` a symlink to ``d1/d2``. rattler unpacks every entry whose
+    last path part ends in ``.tar.zst``, over the info tar's files, and links ``target`` to the prefix's parent."""
+    listed = {
+        "_path": "x/../../target",
+        "path_type": "hardlink",
+        "sha256": sha256(PLANTED),
+        "size_in_bytes": len(PLANTED),
+    }
+    paths = {"paths_version": 1, "paths": [listed]}
+    evil = [
+        *member("info/paths.json", json.dumps(paths).encode()),
+        *symlink("x", "d1/d2"),
+        *member("d1/d2/keep", b""),
+        *member("target", PLANTED),
+    ]
+    out = io.BytesIO(_good_conda())
+    with zipfile.ZipFile(out, "a", zipfile.ZIP_STORED) as archive:
+        archive.writestr(entry, zstd(evil))
+    return out.getvalue()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("entry", ["zz.tar.zst", f"sub/info-{STEM}.tar.zst", f"pkg-{STEM}-2.tar.zst"])
+@pytest.mark.parametrize("command", ["index", "install", "build"])
+def test_a_conda_with_one_more_tar_zst_entry_is_refused_and_nothing_is_written(
+    entry: str, command: str, tmp_path: Path
+) -> None:
+    """Reproduced on main 565416c: installed with exit 0 by `channel install` and through a build's host
+    environment, its paths.json walking out of the prefix; `channel index` accepted it."""
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", _with_one_more_entry(entry))
+    if command != "index":
+        asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    victim = tmp_path / "a" / "b" / "target"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("the original\n")
+    prefix = tmp_path / "a" / "b" / "prefix"
+    argv = {
+        "index": ["channel", "index", str(channel)],
+        "install": ["channel", "install", str(channel), "evil", "--prefix", str(prefix)],
+        "build": build_args("toy-multi", tmp_path / "out", *native_args(channel)),
+    }[command]
+    done = run_toolkit(argv, tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: "
+    )
+    assert entry in error_line(done.stderr)
+    assert victim.read_text() == "the original\n"
+    assert not prefix.exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_channel_install_installs_the_toolkits_copy_repacked_once(tmp_path: Path) -> None:
+    """The prefix's record of the package names the copy (its URL in the cache, its sha256), not the original;
+    a second install takes the same copy from the cache, unwritten."""
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / _digest(package) / package.name
+    for number in (1, 2):
+        prefix = tmp_path / f"prefix{number}"
+        done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (prefix / "share" / "evil.txt").read_bytes() == b"payload\n"
+        record = json.loads((prefix / "conda-meta" / f"{STEM}.json").read_text())
+        assert (record["url"], record["sha256"], record["size"]) == (
+            copy.as_uri(),
+            _digest(copy),
+            copy.stat().st_size,
+        )
+        assert record["sha256"] != _digest(package)
+        written = copy.stat()
+        if number == 1:
+            first = (written.st_ino, written.st_mtime_ns)
+    assert (written.st_ino, written.st_mtime_ns) == first
+
+
+def test_a_build_installs_the_toolkits_copy_of_a_local_host_requirement(tmp_path: Path) -> None:
+    """toy-host's host requirement toy-dep, from a local channel: the engine installed the copy (the built
+    package's record of its host environment names the copy's sha256), and toy-host copied its file."""
+    content = _good_conda("toy-dep", {"share/toy-dep.txt": b"dep\n"})
+    channel, package = channel_with(tmp_path, "toy-dep-1-0.conda", content)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    out = tmp_path / "out"
+    done = run_toolkit(build_args("toy-host", out, *native_args(channel)), tmp_path)
+    assert done.returncode == 0, done.stderr
+    (built,) = out.glob("linux-64/toy-host-*.conda")
+    rendered = read_package(built, [RENDERED])[RENDERED]
+    (host,) = yaml.safe_load(rendered)["finalized_dependencies"]["host"]["resolved"]
+    copy = tmp_path / ".out-repacked" / _digest(package) / package.name
+    assert host["sha256"] == _digest(copy) != _digest(package)
+    assert not list(tmp_path.glob(".out-copies-*")), "the steps' channels are removed"
+
+
+def test_a_damaged_copy_in_the_cache_is_written_again(tmp_path: Path) -> None:
+    """A copy cut short in the cache (a full disk, a hand) is not what its record says: it is repacked again,
+    not handed to the installer."""
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / _digest(package) / package.name
+    first = run_toolkit(
+        ["channel", "install", str(channel), "evil", "--prefix", str(tmp_path / "p1")], tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    whole = copy.read_bytes()
+    copy.write_bytes(whole[: len(whole) // 2])
+    again = run_toolkit(
+        ["channel", "install", str(channel), "evil", "--prefix", str(tmp_path / "p2")], tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    assert copy.read_bytes() == whole
+    assert (tmp_path / "p2" / "share" / "evil.txt").read_bytes() == b"payload\n"
+
+
+@pytest.mark.parametrize("order", ["info-payload-info", "payload-info"])
+def test_a_tar_bz2_whose_info_is_not_first_is_refused_in_one_line(order: str, tmp_path: Path) -> None:
+    """info/ after payload members (written so by conda-build before 3, or split in two): the copy's info/
+    comes first, and this one cannot be copied so without holding the payload; refused, naming the member."""
+    index = member("info/index.json", json.dumps(INDEX).encode())
+    payload = member("share/evil.txt", b"payload\n")
+    paths = member("info/paths.json", json.dumps({"paths_version": 1, "paths": []}).encode())
+    parts = [*index, *payload, *paths] if order == "info-payload-info" else [*payload, *index, *paths]
+    channel, package = channel_with(tmp_path, f"{STEM}.tar.bz2", tar_bz2(parts))
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    done = run_toolkit(
+        ["channel", "install", str(channel), "evil", "--prefix", str(tmp_path / "prefix")], tmp_path
+    )
+    assert done.returncode == 9, done.stderr
+    first = "info/paths.json" if order == "info-payload-info" else "info/index.json"
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: member {first!r} of info/ comes "
+        "after payload members: the copy has its info/ first, as every conda-build since 3 writes it (fix: "
+    )
+    assert not (tmp_path / "prefix").exists()
