@@ -26,8 +26,10 @@ from flagtree_feedstock._archive.package_write import write_package
 from flagtree_feedstock.build.landing import land_package
 from flagtree_feedstock.build.normalise import BUILD_FOLDER, content_build_id
 from flagtree_feedstock.build.package_finish import canonical_prefix
+from flagtree_feedstock.build.reproducible import land_new_packages
 from flagtree_feedstock.build.sbom import sbom_path
 from flagtree_feedstock.channel.folder import package_stem
+from flagtree_feedstock.errors import BuildFailedError
 
 EPOCH = 1_700_000_000
 MIB = 1 << 20
@@ -258,3 +260,15 @@ def test_a_recipe_without_an_epoch_keeps_the_engine_s_times_and_order(tmp_path: 
     assert list(landed) == [name for name, _ in members]
     assert {(m.mode, m.mtime) for m, _ in landed.values()} == {(0o600, 12345)}
     assert json.loads(landed["info/about.json"][1]) == {"channels": ["local"]}
+
+
+def test_a_package_the_landing_cannot_read_stops_the_build_in_one_line(tmp_path: Path) -> None:
+    """What the engine wrote is read as any package is: one it cannot have written whole is a failed build,
+    exit 8, with the staging folder kept on --keep-build; never a traceback."""
+    staging = tmp_path / "staging"
+    (staging / "noarch").mkdir(parents=True)
+    (staging / "noarch" / "toy-1-0.conda").write_bytes(b"PK\x03\x04 cut")
+    with pytest.raises(BuildFailedError, match=r"toy-1-0\.conda, just built, cannot be landed: the zip ends"):
+        land_new_packages(
+            staging, set(), channel_dir=tmp_path / "out", channels=[], recipe_dir=tmp_path, variant_files=[]
+        )

@@ -10,7 +10,9 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from flagtree_feedstock._archive import DamagedPackage
 from flagtree_feedstock.channel.folder import index_channel, package_files
+from flagtree_feedstock.errors import BuildFailedError
 
 from .landing import Progress, land_package
 from .local_paths import local_folders
@@ -40,7 +42,13 @@ def land_new_packages(
     for package in package_files(staging):
         if package.name not in seeded:
             shown = progress(package) if progress is not None else None
-            land_package(package, folders=folders, write_sbom=write, build_root=staging, progress=shown)
+            try:
+                land_package(package, folders=folders, write_sbom=write, build_root=staging, progress=shown)
+            except DamagedPackage as exc:  # UnsafePackage too: what the engine wrote is read as any package
+                raise BuildFailedError(
+                    f"{package.name}, just built, cannot be landed: {exc}",
+                    fix="build again; if it happens again, report it with the package (--keep-build keeps it)",
+                ) from None
             landed = True
     if landed:
         index_channel(staging, check=False)
