@@ -565,14 +565,15 @@ def toy_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_signal_while_channel_index_writes_waits_for_the_index_and_leaves_no_tmp(
     tmp_path: Path, toy_channel: Path, signum: int
 ) -> None:
-    """The signal lands while the indexer's scratch folder (.tmp, py-rattler's) is there: it is held until
-    the index is written and the scratch folder removed."""
+    """The signal lands while the indexer's scratch folder (.tmp, py-rattler's) is there, in its last run, on
+    the channel itself (the first is on the stand-ins' scratch channel): it is held until the index is written
+    and the scratch folder removed."""
     channel = tmp_path / "channel"
     (channel / "linux-64").mkdir(parents=True)
     (package,) = (toy_channel / "linux-64").glob("*.conda")
     os.link(package, channel / "linux-64" / package.name)
     process = _paused(
-        [str(CONSOLE_SCRIPT), "channel", "index", str(channel)], "shutil.rmtree:/.tmp", tmp_path
+        [str(CONSOLE_SCRIPT), "channel", "index", str(channel)], "shutil.rmtree:/channel/.tmp", tmp_path
     )
     assert (channel / ".tmp").is_dir()
     _ended(process, signum)
