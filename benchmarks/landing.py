@@ -1,7 +1,7 @@
 """How long a package of static libraries takes to build and land, and in how much memory: the engine alone
 against ``flagtree-feedstock build``.
 
-    python benchmarks/landing.py [--sizes 1,4] [--pool DIR] [--work DIR]
+    python benchmarks/landing.py [--sizes 1,4] [--pool DIR] [--work DIR] [--toolkit-only]
 
 For each size (GB of payload) it writes a recipe that declares ``source_date_epoch`` (as the real one does, so
 the toolkit lands it whole: records, payload rewrite, SBOM) and whose build script fills ``$PREFIX/lib`` with
@@ -22,7 +22,8 @@ The payload is static libraries themselves: copies of the machine's own ``*.a`` 
 per payload file, in sorted folders ``c000/``, ``c001/``, ... of one copy of the pool each, so a library's
 copies lie a whole pool apart in the package's tar, beyond zstd's window at level 15 (8 MiB): it compresses
 as a package of that many distinct libraries does (LLVM 14's: about 7:1 at level 15, at about 7 CPU-seconds
-per 48 MB). It needs at least 64 MiB of them. Not a test: it writes several times the payload to disk and
+per 48 MB). It needs at least 64 MiB of them. ``--toolkit-only`` skips the engine alone (its columns say
+"not run"): the toolkit's side of a size in about half the time, for a loaded machine. Not a test: it writes several times the payload to disk and
 takes minutes per gigabyte (docs/testing.md has the figures).
 """
 
@@ -196,16 +197,20 @@ def empty_channel(folder: Path) -> Path:
     return folder
 
 
-def one_size(work: Path, size: int, pool: list[Path], channel: Path) -> tuple[Run, int, Run, int]:
+def one_size(
+    work: Path, size: int, pool: list[Path], channel: Path, *, engine_too: bool
+) -> tuple[Run | None, int, Run, int]:
     recipe = write_recipe(work / "recipe", size, pool)
     env = {**os.environ, "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-    engine, engine_pid = measured(
-        [sys.executable, "-c", _ENGINE_ALONE, str(recipe), str(recipe.with_name("conda_build_config.yaml")),
-         str(work / "engine"), str(channel)],
-        env,
-    )  # fmt: skip
-    engine.package = sum(p.stat().st_size for p in (work / "engine").rglob("*.conda"))
-    shutil.rmtree(work / "engine")  # the disk for the next
+    engine, engine_pid = None, 0
+    if engine_too:
+        engine, engine_pid = measured(
+            [sys.executable, "-c", _ENGINE_ALONE, str(recipe), str(recipe.with_name("conda_build_config.yaml")),
+             str(work / "engine"), str(channel)],
+            env,
+        )  # fmt: skip
+        engine.package = sum(p.stat().st_size for p in (work / "engine").rglob("*.conda"))
+        shutil.rmtree(work / "engine")  # the disk for the next
     toolkit, toolkit_pid = measured(
         [str(Path(sys.executable).with_name("flagtree-feedstock")), "build", "--recipe-dir", str(recipe.parent),
          "--exclusive-config-file", str(recipe.with_name("conda_build_config.yaml")), "--output-dir",
@@ -229,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "--pool", type=Path, default=Path("/usr/lib"), help="where the *.a files are [/usr/lib]"
     )
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
+    parser.add_argument("--toolkit-only", action="store_true", help="skip the engine alone's build")
     args = parser.parse_args(argv)
     pool = pool_files(args.pool)
     sizes = [int(float(s) * GB) for s in args.sizes.split(",")]
@@ -241,12 +247,20 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(scratch)
         channel = empty_channel(work / "empty")
         for size in sizes:
-            engine, engine_pid, toolkit, toolkit_pid = one_size(work / f"{size}", size, pool, channel)
+            engine, engine_pid, toolkit, toolkit_pid = one_size(
+                work / f"{size}", size, pool, channel, engine_too=not args.toolkit_only
+            )
             worker = toolkit.others(toolkit_pid)
+            alone = (
+                f"{engine.seconds:.0f} s ({engine.cpu:.0f} CPU-s) | {_mb(engine.top(engine_pid))} | "
+                f"{engine.package / 1e6:,.0f} MB"
+                if engine is not None
+                else "not run | not run | not run"
+            )
+            ratio = f", {toolkit.seconds / engine.seconds:.2f}x" if engine is not None else ""
             rows.append(
-                f"| {size / GB:g} GB | {engine.seconds:.0f} s ({engine.cpu:.0f} CPU-s) | "
-                f"{_mb(engine.top(engine_pid))} | {engine.package / 1e6:,.0f} MB | "
-                f"{toolkit.seconds:.0f} s ({toolkit.cpu:.0f} CPU-s), {toolkit.seconds / engine.seconds:.2f}x | "
+                f"| {size / GB:g} GB | {alone} | "
+                f"{toolkit.seconds:.0f} s ({toolkit.cpu:.0f} CPU-s){ratio} | "
                 f"{toolkit.landing:.0f} s | {_mb(toolkit.top(toolkit_pid))} | {_mb(worker[1])} ({worker[0]}) | "
                 f"{toolkit.package / 1e6:,.0f} MB | {os.getloadavg()[0]:.1f} |"
             )
