@@ -53,9 +53,16 @@ def members(package: Path) -> Iterator[tuple[str, bytes]]:
                 yield info.filename, data
 
 
+def _describes_the_payload(name: str) -> bool:
+    """Whether the member :func:`members` names ``name`` is a record of the package (``metadata.json``, the
+    info tar, a member under ``info/``) rather than its payload."""
+    inner = name.split(":", 1)[-1]
+    return inner.startswith(("info/", "info-", "metadata.json"))
+
+
 def first_difference(one: Path, other: Path) -> str:
-    """One paragraph naming the first member that differs and its first differing bytes; "" when the two
-    files are the same bytes."""
+    """One paragraph naming the first member that differs, a payload member before a record, and its first
+    differing bytes; "" when the two files are the same bytes."""
     if one.read_bytes() == other.read_bytes():
         return ""
     left, right = dict(members(one)), dict(members(other))
@@ -64,7 +71,9 @@ def first_difference(one: Path, other: Path) -> str:
         if only:
             return f"{one.name}: members in one build only: {', '.join(only[:5])}"
         return f"{one.name}: the same members in another order"
-    for name, data in left.items():
+    # A payload member first: the info/ records that describe it (paths.json's sha256, the SBOM), which the
+    # writer puts first, differ only because it does; each group in archive order.
+    for name, data in sorted(left.items(), key=lambda item: _describes_the_payload(item[0])):
         theirs = right[name]
         if data != theirs:
             at = next(

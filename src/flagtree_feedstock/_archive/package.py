@@ -26,12 +26,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
 
 from .compressed import OneStream, ZstdFrame
-from .tar_stream import ArchiveDamaged, ArchiveRefused, Kind, Limits, Member, TarStream, shown
+from .tar_stream import ArchiveDamaged, ArchiveRefused, Limits, Member, TarStream, shown
 from .zip_stream import Entry, EntryReader, read_entries
 
 # What reading one package may cost. The largest package this feedstock builds, flagtree-llvm (an LLVM and
@@ -64,17 +64,12 @@ class UnsafePackage(DamagedPackage):
 
 
 @dataclass(frozen=True, kw_only=True)
-class PackageMember:
-    """One member of a package: the section it is in (``info`` holds ``info/``, ``pkg`` the payload), its name
-    normalised, its kind, declared size and link target (:class:`.tar_stream.Member`), mode and time."""
+class PackageMember(Member):
+    """One member of a package: a tar's member (:class:`.tar_stream.Member`: its name normalised, its kind,
+    declared size, link target, mode and time) and the section it is in (``info`` holds ``info/``, ``pkg``
+    the payload)."""
 
     section: Section
-    name: str
-    kind: Kind
-    size: int
-    target: str
-    mode: int
-    mtime: int
 
 
 def package_format(name: str) -> Format:
@@ -177,7 +172,7 @@ class Package:
                 raise ArchiveRefused(
                     f"member {shown(member.name)} does not belong in the {section} tar of a .conda"
                 )
-            yield _member(member, where)
+            yield PackageMember(section=where, **asdict(member))
         self._tar = None
 
     def _tar_bz2(self) -> Iterator[PackageMember]:
@@ -200,18 +195,6 @@ class Package:
                 raise
             source.finish()
             limits = replace(limits, total_bytes=limits.total_bytes - tar.consumed)
-
-
-def _member(member: Member, section: Section) -> PackageMember:
-    return PackageMember(
-        section=section,
-        name=member.name,
-        kind=member.kind,
-        size=member.size,
-        target=member.target,
-        mode=member.mode,
-        mtime=member.mtime,
-    )
 
 
 @contextmanager

@@ -32,7 +32,8 @@ from typing import BinaryIO
 
 from .compressed import bz2_writer, zstd_writer
 from .package import METADATA, Format, Section, section_of
-from .tar_write import Describes, TarWriter
+from .tar_stream import Member
+from .tar_write import TarWriter
 
 # The pkg archive's level: rattler-build's own for .conda (build_configuration.packaging_settings: 15).
 PKG_LEVEL = 15
@@ -71,7 +72,7 @@ class PackageWriter:
         entry.external_attr = 0o644 << 16
         return entry
 
-    def add(self, member: Describes, data: Iterable[bytes] = ()) -> None:
+    def add(self, member: Member, data: Iterable[bytes] = ()) -> None:
         """Add ``member`` (its section by its name) with its data, ``member.size`` bytes in pieces."""
         section = section_of(member.name)
         if section != self._section:

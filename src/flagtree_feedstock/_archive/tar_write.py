@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import tarfile
 from collections.abc import Iterable
-from typing import Protocol
 
-from .tar_stream import BLOCK, Kind
+from .compressed import Writable
+from .tar_stream import BLOCK, Kind, Member
 
 RECORD = 20 * BLOCK  # tar's record: an archive is a whole number of them
 _TYPES: dict[Kind, bytes] = {
@@ -24,33 +24,7 @@ _TYPES: dict[Kind, bytes] = {
 }
 
 
-class Writable(Protocol):
-    def write(self, data: bytes, /) -> int: ...
-
-
-class Describes(Protocol):
-    """What a tar header says of a member (a :class:`.tar_stream.Member`, a package's member)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def kind(self) -> Kind: ...
-
-    @property
-    def size(self) -> int: ...
-
-    @property
-    def target(self) -> str: ...
-
-    @property
-    def mode(self) -> int: ...
-
-    @property
-    def mtime(self) -> int: ...
-
-
-def header(member: Describes) -> bytes:
+def header(member: Member) -> bytes:
     """The header block(s) of ``member``: owner 0 with no names, its mode, time, size and link target."""
     info = tarfile.TarInfo(member.name)
     info.type = _TYPES[member.kind]
@@ -74,7 +48,7 @@ class TarWriter:
         self.out.write(data)
         self.written += len(data)
 
-    def add(self, member: Describes, data: Iterable[bytes] = ()) -> None:
+    def add(self, member: Member, data: Iterable[bytes] = ()) -> None:
         """``member``'s header, then its data (a file's: exactly ``member.size`` bytes, in pieces)."""
         self._write(header(member))
         size = 0

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from flagtree_feedstock._archive import INFO_BYTES, DamagedPackage, Package, PackageMember, open_package
 from flagtree_feedstock._archive.package_write import write_package
@@ -73,13 +73,11 @@ class _Spool:
         self.file = file
         self.size = 0
 
-    def append(self, pieces: Iterable[bytes], digest: Any = None) -> tuple[int, int]:  # noqa: ANN401 - hashlib's
-        """``pieces`` written at the end (each hashed into ``digest``; they may be read from this very spool);
-        where they start, and their size."""
+    def append(self, pieces: Iterable[bytes]) -> tuple[int, int]:
+        """``pieces`` written at the end (they may be read from this very spool); where they start, and their
+        size."""
         start = self.size
         for piece in pieces:
-            if digest is not None:
-                digest.update(piece)
             self.file.seek(self.size)
             self.file.write(piece)
             self.size += len(piece)
@@ -196,18 +194,17 @@ class _Landing:
         for folder in rules.folders:
             new = BUILD_FOLDER if text else canonical_prefix(folder)
             pieces = replaced(pieces, folder.encode(), new.encode(), hits)
-        digest = hashlib.sha256()
-        offset, size = self.spool.append(pieces, digest)
+        offset, size = self.spool.append(pieces)
         changed = hits[0] > 0
         if self.spool.read_at(offset, len(ELF64_LE)) == ELF64_LE:
             found = content_build_id(lambda at, length: self.spool.read_at(offset + at, length), size)
             if found is not None and self.spool.read_at(offset + found[0], len(found[1])) != found[1]:
                 self.spool.write_at(offset + found[0], found[1])
                 changed = True
-                digest = hashlib.sha256()
-                for piece in self.spool.pieces(offset, size):
-                    digest.update(piece)
-        if changed:
+        if changed:  # hashed from the spool, where it just went (most files do not change)
+            digest = hashlib.sha256()
+            for piece in self.spool.pieces(offset, size):
+                digest.update(piece)
             self.changed[member.name] = (digest.digest(), size)
         return _Held(replace(member, size=size), at=(offset, size))
 

@@ -6,15 +6,21 @@ folders out (:mod:`.package_finish`)."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from flagtree_feedstock._archive import DamagedPackage
 from flagtree_feedstock.channel.folder import index_channel, package_files
+from flagtree_feedstock.errors import BuildFailedError
 
 from .landing import Progress, land_package
 from .local_paths import local_folders
 from .sbom import facts_from_package, sbom_json
+
+LOGGER = logging.getLogger(__name__)
 
 
 def land_new_packages(
@@ -40,7 +46,21 @@ def land_new_packages(
     for package in package_files(staging):
         if package.name not in seeded:
             shown = progress(package) if progress is not None else None
-            land_package(package, folders=folders, write_sbom=write, build_root=staging, progress=shown)
+            start, size = time.monotonic(), package.stat().st_size
+            try:
+                land_package(package, folders=folders, write_sbom=write, build_root=staging, progress=shown)
+            except DamagedPackage as exc:  # UnsafePackage too: what the engine wrote is read as any package
+                raise BuildFailedError(
+                    f"{package.name}, just built, cannot be landed: {exc}",
+                    fix="build again; if it happens again, report it with the package (--keep-build keeps it)",
+                ) from None
+            LOGGER.info(
+                "landed %s in %.1f s (%s MB from the engine, %s MB landed)",
+                package.name,
+                time.monotonic() - start,
+                f"{size / 1e6:,.1f}",
+                f"{package.stat().st_size / 1e6:,.1f}",
+            )
             landed = True
     if landed:
         index_channel(staging, check=False)

@@ -32,6 +32,7 @@ from flagtree_feedstock.errors import (
 from flagtree_feedstock.platforms import PlatformName
 
 from .credentials import EngineChannels, rattler_client, split_credentials
+from .index_stand_ins import REPODATA, stand_in_channel, stand_in_for, with_package_digests
 from .link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
 from .remote_packages import use_repacked_copies
@@ -305,19 +306,71 @@ def index_channel(channel_dir: Path, *, check: bool = True) -> list[Path]:
                 f"cannot index {channel_dir}: cannot write in {folder}: {exc.strerror or exc}",
                 fix=f"make {folder} writable for you, or index a copy of the folder",
             ) from None
-    with deferred_interrupts():
-        try:
-            (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
-            # py-rattler's workers done before a held signal (or the error's exit) may end the interpreter
-            _settled(rattler_index.index_fs(channel_dir, write_zst=False, write_shards=False, force=True))
-        except Exception as exc:  # noqa: BLE001 - py-rattler raises many classes, a panic in a task among them
-            raise ChannelError(
-                f"indexing {channel_dir} failed: {_first_line(exc)}",
-                fix=f"check that you can write in {channel_dir}, and its package files",
-            ) from None
-        finally:
-            shutil.rmtree(channel_dir / ".tmp", ignore_errors=True)  # py-rattler's indexer's scratch folder
+    (channel_dir / "noarch").mkdir(exist_ok=True)  # a conda channel always has noarch/
+    # py-rattler's indexer reads the packages' stand-ins, not the packages: it holds each in memory twice.
+    # Removed below, or at the interpreter's exit should a signal come before the try.
+    scratch_folder = tempfile.TemporaryDirectory(prefix="flagtree-feedstock-index-")
+    try:
+        scratch = Path(scratch_folder.name)
+        stand_in_channel(channel_dir, scratch)
+        stand_ins = []
+        for package in packages:
+            try:
+                stand_ins.append(stand_in_for(package, scratch))
+            except DamagedPackage:  # UnsafePackage too
+                check_package(package)  # names it, saying what to do
+                raise
+        with deferred_interrupts():
+            _index_fs(rattler_index, scratch, channel_dir, force=True)
+            indexed = {
+                subdir.name: with_package_digests(
+                    (subdir / REPODATA).read_bytes(),
+                    {s.package.name: s for s in stand_ins if s.package.parent.name == subdir.name},
+                    channel_dir / subdir.name,
+                )
+                for subdir in sorted(scratch.iterdir())
+                if (subdir / REPODATA).is_file()
+            }  # every subdir's first: one the toolkit cannot put right leaves the channel's index as it was
+            for subdir, repodata in indexed.items():
+                _replace(channel_dir / subdir / REPODATA, repodata, channel_dir)
+            _index_fs(rattler_index, channel_dir, channel_dir, force=False)  # every package listed: none read
+    finally:
+        with deferred_interrupts():  # a second signal does not leave half the stand-ins
+            scratch_folder.cleanup()
     return sorted(channel_dir.glob("*/repodata.json"))
+
+
+def _index_fs(rattler_index: Any, folder: Path, channel_dir: Path, *, force: bool) -> None:  # noqa: ANN401 - py-rattler
+    """py-rattler's indexer run on ``folder`` (``channel_dir`` or its stand-ins), its scratch folder removed."""
+    try:
+        # py-rattler's workers done before a held signal (or the error's exit) may end the interpreter
+        _settled(rattler_index.index_fs(folder, write_zst=False, write_shards=False, force=force))
+    except Exception as exc:  # noqa: BLE001 - py-rattler raises many classes, a panic in a task among them
+        raise ChannelError(
+            f"indexing {channel_dir} failed: {_first_line(exc).replace(str(folder), str(channel_dir))}",
+            fix=f"check that you can write in {channel_dir}, and its package files",
+        ) from None
+    finally:
+        shutil.rmtree(folder / ".tmp", ignore_errors=True)  # py-rattler's indexer's scratch folder
+
+
+def _replace(path: Path, data: bytes, channel_dir: Path) -> None:
+    """``path`` (an index of ``channel_dir``) holds ``data``, written under a temporary name and renamed: never
+    half of it. What is in the way of the rename (a folder of that name) fails the index in one line."""
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        Path(name).chmod(0o644)
+        Path(name).replace(path)
+    except BaseException as exc:
+        Path(name).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise ChannelError(
+                f"indexing {channel_dir} failed: cannot write {path}: {exc.strerror or exc}",
+                fix=f"remove or move what is at {path}, and check that you can write in {channel_dir}",
+            ) from None
+        raise
 
 
 def _not_indexed(channel_dir: Path) -> FeedstockError:

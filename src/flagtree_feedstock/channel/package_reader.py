@@ -27,10 +27,9 @@ import shlex
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from flagtree_feedstock._archive import (
+from flagtree_feedstock._archive.package import (
     INFO_BYTES,
     LIMITS,
-    ZSTD_WINDOW,
     DamagedPackage,
     Package,
     PackageMember,
@@ -39,15 +38,8 @@ from flagtree_feedstock._archive import (
 )
 from flagtree_feedstock._archive.tar_stream import CHUNK, parts_of, resolve, shown
 
-__all__ = [
-    "INFO_BYTES",
-    "LIMITS",
-    "ZSTD_WINDOW",
-    "DamagedPackage",
-    "UnsafePackage",
-    "load_json",
-    "read_package",
-]
+# The reader's refusals, for the callers of the check.
+__all__ = ["DamagedPackage", "UnsafePackage", "load_json", "read_member", "read_package"]
 PATHS = "info/paths.json"
 FILES = "info/files"
 HAS_PREFIX = "info/has_prefix"
