@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -220,8 +221,8 @@ def test_build_makes_the_shared_output_once_and_indexes_the_channel(
     assert (out / "noarch" / "repodata.json").is_file()
     captured = capsys.readouterr()
     assert f"conda install -c {out.as_uri()} -c conda-forge toy-llvm toy-py" in captured.out
-    for package in packages:  # each landing shown as the build is, its bar left at its end
-        assert f"landed {package}" in captured.err
+    for package in packages:  # each landing shown as the build is, its bar (MiB done/total) left at its end
+        assert re.search(rf"^landed {re.escape(package)} +\d+/\d+ ", captured.err, re.MULTILINE), captured.err
     assert leftovers(out) == sorted(
         [
             "linux-64",
