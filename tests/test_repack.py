@@ -20,8 +20,10 @@ from rattler.index import index_fs
 from _hostile_packages import INDEX, STEM, channel_with, member, sha256, symlink, tar_bz2, zstd
 from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.channel.package_reader import read_package
+from flagtree_feedstock.channel.repack import REPACK_RULES
 
 PLANTED = b"planted by a package\n"
+RULES = f"rules-{REPACK_RULES}"
 # What the engine records of the build, its host environment's packages among it (their sha256 too).
 RENDERED = "info/recipe/rendered_recipe.yaml"
 
@@ -107,7 +109,7 @@ def test_channel_install_installs_the_toolkits_copy_repacked_once(tmp_path: Path
     a second install takes the same copy from the cache, unwritten."""
     channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
-    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / _digest(package) / package.name
+    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / RULES / _digest(package) / package.name
     for number in (1, 2):
         prefix = tmp_path / f"prefix{number}"
         done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
@@ -138,7 +140,7 @@ def test_a_build_installs_the_toolkits_copy_of_a_local_host_requirement(tmp_path
     (built,) = out.glob("linux-64/toy-host-*.conda")
     rendered = read_package(built, [RENDERED])[RENDERED]
     (host,) = yaml.safe_load(rendered)["finalized_dependencies"]["host"]["resolved"]
-    copy = tmp_path / ".out-repacked" / _digest(package) / package.name
+    copy = tmp_path / ".out-repacked" / RULES / _digest(package) / package.name
     assert host["sha256"] == _digest(copy) != _digest(package)
     assert not list(tmp_path.glob(".out-copies-*")), "the steps' channels are removed"
 
@@ -148,7 +150,7 @@ def test_a_damaged_copy_in_the_cache_is_written_again(tmp_path: Path) -> None:
     not handed to the installer."""
     channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
-    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / _digest(package) / package.name
+    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / RULES / _digest(package) / package.name
     first = run_toolkit(
         ["channel", "install", str(channel), "evil", "--prefix", str(tmp_path / "p1")], tmp_path
     )
