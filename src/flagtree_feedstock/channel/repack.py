@@ -185,7 +185,7 @@ def _proven(rules: int, cache: Path, digest: str, name: str) -> Repacked | None:
             except FileNotFoundError:
                 return None
             stack.callback(os.close, entry)
-            _check(os.fstat(entry), "its folder")
+            _check(os.fstat(entry), "its folder", folder=True)
             record = _read_record(stack, entry, f"{name}.json")
             held = os.open(name, _FILE, dir_fd=entry)
             stack.callback(os.close, held)
@@ -216,13 +216,11 @@ def _proven(rules: int, cache: Path, digest: str, name: str) -> Repacked | None:
     )
 
 
-def _check(status: os.stat_result, what: str) -> None:
-    """Raise :class:`_BadEntry` unless ``status`` (``fstat``'s) is this user's and writable by nobody else, a
-    folder for ``its folder``, a regular file otherwise."""
-    if what == "its folder" and not stat.S_ISDIR(status.st_mode):
-        raise _BadEntry(f"{what} is not a folder")
-    if what != "its folder" and not stat.S_ISREG(status.st_mode):
-        raise _BadEntry(f"{what} is not a regular file")
+def _check(status: os.stat_result, what: str, *, folder: bool = False) -> None:
+    """Raise :class:`_BadEntry` naming ``what`` unless ``status`` (``fstat``'s) is this user's and writable by
+    nobody else, and a folder (``folder``) or a regular file."""
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(status.st_mode):
+        raise _BadEntry(f"{what} is not a {'folder' if folder else 'regular file'}")
     problem = _problem(status)
     if problem is not None:
         raise _BadEntry(f"{what} is {problem}")
