@@ -10,6 +10,8 @@ import asyncio
 import hashlib
 import io
 import json
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -20,8 +22,10 @@ from rattler.index import index_fs
 from _hostile_packages import INDEX, STEM, channel_with, member, sha256, symlink, tar_bz2, zstd
 from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.channel.package_reader import read_package
+from flagtree_feedstock.channel.repack import REPACK_RULES, cached, repacked
 
 PLANTED = b"planted by a package\n"
+RULES = f"rules-{REPACK_RULES}"
 # What the engine records of the build, its host environment's packages among it (their sha256 too).
 RENDERED = "info/recipe/rendered_recipe.yaml"
 
@@ -107,7 +111,7 @@ def test_channel_install_installs_the_toolkits_copy_repacked_once(tmp_path: Path
     a second install takes the same copy from the cache, unwritten."""
     channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
-    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / _digest(package) / package.name
+    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / RULES / _digest(package) / package.name
     for number in (1, 2):
         prefix = tmp_path / f"prefix{number}"
         done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
@@ -138,7 +142,7 @@ def test_a_build_installs_the_toolkits_copy_of_a_local_host_requirement(tmp_path
     (built,) = out.glob("linux-64/toy-host-*.conda")
     rendered = read_package(built, [RENDERED])[RENDERED]
     (host,) = yaml.safe_load(rendered)["finalized_dependencies"]["host"]["resolved"]
-    copy = tmp_path / ".out-repacked" / _digest(package) / package.name
+    copy = tmp_path / ".out-repacked" / RULES / _digest(package) / package.name
     assert host["sha256"] == _digest(copy) != _digest(package)
     assert not list(tmp_path.glob(".out-copies-*")), "the steps' channels are removed"
 
@@ -148,7 +152,7 @@ def test_a_damaged_copy_in_the_cache_is_written_again(tmp_path: Path) -> None:
     not handed to the installer."""
     channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
-    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / _digest(package) / package.name
+    copy = tmp_path / "xdg" / "flagtree-feedstock" / "repacked" / RULES / _digest(package) / package.name
     first = run_toolkit(
         ["channel", "install", str(channel), "evil", "--prefix", str(tmp_path / "p1")], tmp_path
     )
@@ -183,3 +187,214 @@ def test_a_tar_bz2_whose_info_is_not_first_is_refused_in_one_line(order: str, tm
         "after payload members: the copy has its info/ first, as every conda-build since 3 writes it (fix: "
     )
     assert not (tmp_path / "prefix").exists()
+
+
+# Issue 47 item 6: the cache of copies proves an entry before it is used. The planted copy below carries a
+# post-link script its record hides (link_scripts: []): used, the engine would run it; `channel install` would
+# link the planted files.
+NOBODY = 65534
+
+
+def _plant(entry: Path, name: str, content: bytes, **record: object) -> Path:
+    """A cache entry ``entry/name`` holding ``content``, its record saying what ``content`` is unless
+    ``record`` says otherwise, and hiding every link script."""
+    entry.mkdir(parents=True, exist_ok=True)
+    copy = entry / name
+    copy.write_bytes(content)
+    said = {
+        "sha256": sha256(content),
+        "md5": hashlib.md5(content, usedforsecurity=False).hexdigest(),
+        "size": len(content),
+        "name": name.rsplit("-", 2)[0],
+        "link_scripts": [],
+    }
+    (entry / f"{name}.json").write_text(json.dumps(said | record))
+    return copy
+
+
+def _hostile(name: str, planted: Path) -> bytes:
+    """The package ``name`` whose post-link script writes ``planted``, and whose share/NAME.txt says so."""
+    script = f'#!/bin/bash\necho ran > "{planted}"\n'.encode()
+    return _good_conda(name, {f"bin/.{name}-post-link.sh": script, f"share/{name}.txt": b"planted\n"})
+
+
+def _owned_by_nobody(top: Path) -> None:
+    """``top`` and everything in it: another user's, and writable by everyone."""
+    for path in [top, *top.rglob("*")]:
+        os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+        if not path.is_symlink():
+            path.chmod(0o777)
+
+
+@pytest.mark.parametrize("command", ["install", "build"])
+def test_a_cache_in_another_users_world_writable_folder_is_refused_in_one_line(
+    command: str, tmp_path: Path
+) -> None:
+    """Reproduced on main 7da5e8f: the planted copy, whose record gives its size, was installed. The cache
+    root is another user's: refused in one line, nothing installed, the hidden post-link script never ran."""
+    name = "evil" if command == "install" else "toy-dep"
+    channel, package = channel_with(
+        tmp_path, f"{name}-1-0.conda", _good_conda(name, {f"share/{name}.txt": b"dep\n"})
+    )
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    ran = tmp_path / "outside" / "ran"
+    ran.parent.mkdir()
+    root = tmp_path / ("xdg/flagtree-feedstock/repacked" if command == "install" else ".out-repacked")
+    _plant(root / RULES / _digest(package), package.name, _hostile(name, ran))
+    _owned_by_nobody(root)
+    prefix, out = tmp_path / "prefix", tmp_path / "out"
+    argv = {
+        "install": ["channel", "install", str(channel), name, "--prefix", str(prefix)],
+        "build": build_args("toy-host", out, *native_args(channel)),
+    }[command]
+    done = run_toolkit(argv, tmp_path)
+    assert done.returncode == 10, done.stderr
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: the cache of repacked packages {root} is owned by uid {NOBODY}, not by you "
+        f"(uid {os.geteuid()}): a copy there could be put or changed by someone else, so none is used (fix: "
+    )
+    assert not ran.exists()
+    assert not prefix.exists()
+    assert not list(out.rglob("*.conda"))
+
+
+def _bad_entry(kind: str, root: Path, package: Path, hostile: bytes, elsewhere: Path) -> None:
+    """An entry of the cache ``root`` for ``package`` holding ``hostile``, bad in the way ``kind`` says."""
+    entry = root / RULES / _digest(package)
+    if kind == "wrong-digest":  # the record gives the copy's size, as the old check wanted, and other digests
+        _plant(entry, package.name, hostile, sha256=sha256(b"another"), md5="0" * 32)
+    elif kind == "another-users":
+        _plant(entry, package.name, hostile)
+        for path in (entry, *entry.iterdir()):
+            os.chown(path, NOBODY, NOBODY)
+    elif kind == "writable-by-others":
+        _plant(entry, package.name, hostile).chmod(0o666)
+    elif kind == "linked-folder":
+        _plant(elsewhere, package.name, hostile)
+        entry.parent.mkdir(parents=True)
+        entry.symlink_to(elsewhere)
+    elif kind == "linked-copy":
+        planted = _plant(elsewhere, package.name, hostile)
+        _plant(entry, package.name, hostile)
+        (entry / package.name).unlink()
+        (entry / package.name).symlink_to(planted)
+    elif (
+        kind == "older-rules"
+    ):  # a copy made by rules since fixed: the layout before REPACK_RULES, and rules-0
+        _plant(root / _digest(package), package.name, hostile)
+        _plant(root / "rules-0" / _digest(package), package.name, hostile)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["wrong-digest", "another-users", "writable-by-others", "linked-folder", "linked-copy", "older-rules"],
+)
+def test_a_bad_entry_in_the_user_cache_is_not_used_and_a_fresh_copy_replaces_it(
+    kind: str, tmp_path: Path
+) -> None:
+    """`channel install`: a planted entry that is not what its record says, not the user's alone, reached
+    through a link, or made by older rules is not installed; the package is repacked again, into a real
+    entry; what a link led to is left as it was."""
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    root = tmp_path / "xdg" / "flagtree-feedstock" / "repacked"
+    root.mkdir(parents=True)
+    hostile = _hostile("evil", tmp_path / "ran")
+    elsewhere = tmp_path / "elsewhere"
+    _bad_entry(kind, root, package, hostile, elsewhere)
+    before = sorted((p.name, p.read_bytes()) for p in elsewhere.iterdir()) if elsewhere.exists() else []
+    prefix = tmp_path / "prefix"
+    done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (prefix / "share" / "evil.txt").read_bytes() == b"payload\n"
+    assert not (prefix / "bin" / ".evil-post-link.sh").exists()
+    entry = root / RULES / _digest(package)
+    assert not entry.is_symlink()
+    assert not (entry / package.name).is_symlink()
+    record = json.loads((entry / f"{package.name}.json").read_text())
+    assert record["sha256"] == _digest(entry / package.name) != sha256(hostile)
+    for path in (entry, entry / package.name, entry / f"{package.name}.json"):
+        status = path.stat()
+        assert (status.st_uid, status.st_mode & 0o022) == (os.geteuid(), 0), path
+    after = sorted((p.name, p.read_bytes()) for p in elsewhere.iterdir()) if elsewhere.exists() else []
+    assert after == before
+    assert not list((root / RULES).glob(".set-aside-*")), "what was set aside is removed"
+
+
+def test_a_users_own_cache_that_others_may_write_in_is_made_theirs_alone(tmp_path: Path) -> None:
+    """The cache root and its rules folder are the user's, mode 0777: made writable by the user alone before
+    anything in them is read; the entry another user put there is not used."""
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    root = tmp_path / "xdg" / "flagtree-feedstock" / "repacked"
+    _bad_entry("another-users", root, package, _hostile("evil", tmp_path / "ran"), tmp_path / "elsewhere")
+    for folder in (root, root / RULES):
+        folder.chmod(0o777)
+    prefix = tmp_path / "prefix"
+    done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (prefix / "share" / "evil.txt").read_bytes() == b"payload\n"
+    assert [stat.S_IMODE(f.stat().st_mode) for f in (root, root / RULES)] == [0o755, 0o755]
+
+
+@pytest.mark.parametrize("linked", ["root", "rules"])
+def test_a_cache_folder_that_is_a_link_is_refused_in_one_line(linked: str, tmp_path: Path) -> None:
+    channel, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    root = tmp_path / "xdg" / "flagtree-feedstock" / "repacked"
+    elsewhere = tmp_path / "elsewhere"
+    _plant(
+        elsewhere / (RULES if linked == "root" else "") / _digest(package),
+        package.name,
+        _hostile("evil", tmp_path / "ran"),
+    )
+    link = root if linked == "root" else root / RULES
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere)
+    prefix = tmp_path / "prefix"
+    done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 10, done.stderr
+    where = " is" if linked == "root" else f": its folder {link} is"
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: the cache of repacked packages {root}{where} a symbolic link: "
+    )
+    assert not prefix.exists()
+
+
+def test_a_build_never_uses_a_wrong_digest_entry_beside_its_output_folder(tmp_path: Path) -> None:
+    """The build's own cache (.out-repacked) holds a copy of toy-dep whose record gives its size but not its
+    digest, and hides its post-link script: the engine installs a fresh copy; the script never runs."""
+    channel, package = channel_with(
+        tmp_path, "toy-dep-1-0.conda", _good_conda("toy-dep", {"share/toy-dep.txt": b"dep\n"})
+    )
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    ran = tmp_path / "ran"
+    _bad_entry(
+        "wrong-digest", tmp_path / ".out-repacked", package, _hostile("toy-dep", ran), tmp_path / "elsewhere"
+    )
+    out = tmp_path / "out"
+    done = run_toolkit(build_args("toy-host", out, *native_args(channel)), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not ran.exists()
+    (built,) = out.glob("linux-64/toy-host-*.conda")
+    (host,) = yaml.safe_load(read_package(built, [RENDERED])[RENDERED])["finalized_dependencies"]["host"][
+        "resolved"
+    ]
+    copy = tmp_path / ".out-repacked" / RULES / _digest(package) / package.name
+    assert host["sha256"] == _digest(copy) != _digest(package)
+
+
+def test_a_copy_written_under_a_loose_umask_is_used_again(tmp_path: Path) -> None:
+    """An entry the toolkit wrote is its owner's alone whatever the umask (0002 on many desktops): the next
+    use proves it and takes it as it is, not written again."""
+    _, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    cache = tmp_path / "cache"
+    old = os.umask(0o002)
+    try:
+        first = repacked(package, cache)
+        again = repacked(package, cache)
+    finally:
+        os.umask(old)
+    assert again == first
+    assert first.path.stat().st_ino == again.path.stat().st_ino
+    assert cached(_digest(package), package.name, cache) == first

@@ -207,6 +207,39 @@ def test_an_existing_recipe_folder_is_kept(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["flagtree-cpu"]
 
 
+@pytest.mark.parametrize("linked", ["recipes", "recipes/flagtree-cpu", "recipes/flagtree-cpu, dangling"])
+def test_a_linked_recipes_folder_is_refused_and_nothing_is_written_where_it_leads(
+    tmp_path: Path, linked: str
+) -> None:
+    """Issue 47: a staged-recipes clone (someone else's repository) whose recipes/ or recipes/flagtree-cpu is a
+    link: one line, and nothing written at the link's target, nor beside the link."""
+    output = tmp_path / "staged-recipes"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = output / linked.split(",", maxsplit=1)[0]
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere / "gone" if "dangling" in linked else elsewhere)
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(output))
+    assert done.returncode == ConfigurationError.return_code, done.stdout
+    assert done.stderr == (
+        f"flagtree-feedstock: error: {link} is a symbolic link (to {link.readlink()}): staged-recipes writes "
+        "only into real folders of --output, never where a link leads (fix: remove the link (a staged-recipes "
+        "clone has none there), or pass another --output)\n"
+    )
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in link.parent.iterdir()) == [link.name]
+
+
+def test_an_output_folder_given_as_a_link_is_followed(tmp_path: Path) -> None:
+    """DIR itself is the user's to name: a link there is followed, as cp follows it."""
+    real = tmp_path / "clones" / "staged-recipes"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    done = _staged(tmp_path, "--maintainer", "alice", "--output", str(tmp_path / "link"))
+    assert done.returncode == 0, done.stderr
+    assert (real / "recipes" / "flagtree-cpu" / "recipe.yaml").is_file()
+
+
 def test_a_script_reading_a_file_it_does_not_name_is_refused(tmp_path: Path) -> None:
     copy = feedstock_copy(tmp_path)
     script = copy / "recipe" / "build-llvm.sh"

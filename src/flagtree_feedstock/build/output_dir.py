@@ -314,7 +314,8 @@ def package_cache(channel_dir: Path) -> Path:
 
 def repack_cache(channel_dir: Path) -> Path:
     """The output folder's cache of the toolkit's copies of the packages its builds install
-    (:mod:`..channel.repack`), beside it."""
+    (:mod:`..channel.repack`), beside it: made by the first copy, yours alone, each entry proven before use;
+    another user's folder by this name is refused there, in one line."""
     return _beside(channel_dir, "-repacked")
 
 

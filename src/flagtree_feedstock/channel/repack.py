@@ -10,23 +10,41 @@ and checks that copy whole (:func:`.folder.check_package`: paths, links, ``info/
 itself) before anyone uses it. The records handed to rattler point at the copy (its sha256, md5 and size).
 docs/security.md argues the choice against checking rattler's own extraction.
 
-The copies are cached by the original's sha256 and file name (``<cache>/<sha256>/<file name>``, its record
-beside it as ``<file name>.json``): a package is repacked once. A copy is written in a scratch folder of the
-cache named after its owner (``.incoming-<pid>.<start>-...``, removed on any failure or signal, and by the next
-repack once its owner is gone), checked there, and renamed into place, its record last: an entry with a record is
-whole. What the record keeps besides the digests is what the border needs again without reading the copy: the
-package's name and its link scripts (:mod:`.link_scripts`). The key is the original's sha256 as hashed before
-it is read: a file changed meanwhile is cached under its old digest, still a copy of what was read and checked.
+The copies are cached by the rules they were made by, the original's sha256 and file name
+(``<cache>/rules-<REPACK_RULES>/<sha256>/<file name>``, its record beside it as ``<file name>.json``): a package
+is repacked once under one set of rules. A copy is written in a scratch folder of the cache named after its owner
+(``.incoming-<pid>.<start>-...``, removed on any failure or signal, and by the next repack once its owner is
+gone), as a whole entry folder (copy and record), checked there, and that folder is renamed into place: an entry
+is whole or absent. What the record keeps besides the digests is what the border needs again without reading the
+copy: the package's name and its link scripts (:mod:`.link_scripts`). The key is the original's sha256 as hashed
+before it is read: a file changed meanwhile is cached under its old digest, still a copy of what was read and
+checked.
+
+The cache proves an entry before it is used (:func:`cached`), because its record is what the border trusts
+(a record that hides a link script lets that script run): every folder from the cache root down to the entry,
+the copy and its record are opened without following a link (``O_NOFOLLOW``, each from its folder's
+descriptor), each is owned by this user and writable by nobody else (checked with ``fstat`` on the open
+descriptor), and the copy is hashed: its sha256, md5 and size must be its record's. So nobody but this user
+(and root) can put or change an entry, and the path handed to the installer leads to what was checked. A cache
+root or rules folder that fails is refused in one line (another user's folder, or one others may write in, is
+not ours to trust, nor to clean), and so is one that is a link; a folder of yours that others may write in is
+made yours alone first. A bad entry inside a sound cache (a wrong digest, a link, another's, a stray mode) is
+not used: it is set aside and a fresh copy takes its place, as a copy cut short is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import json
 import logging
+import os
 import re
 import shutil
+import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,7 +54,7 @@ from flagtree_feedstock._archive.tar_stream import shown
 from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
-from flagtree_feedstock.errors import ChannelError
+from flagtree_feedstock.errors import ChannelError, FileAccessError
 
 from .link_scripts import link_scripts
 from .package_reader import LINK, load_json
@@ -45,7 +63,18 @@ LOGGER = logging.getLogger(__name__)
 # The zstd (.conda) or bzip2 (.tar.bz2) level a copy is written at: the fastest, since a copy is read once
 # by the installer and kept only in a cache.
 LEVEL = 1
+# The version of the rules a copy is made by: the reader's refusals, the writer's form, the checks of the copy,
+# the record's fields and what they mean. Bump it whenever one of them changes (a fixed refusal, a new field):
+# each version has its own folder of the cache (``rules-<N>/``), so no copy made under older rules is used.
+REPACK_RULES = 1
+_RULES = f"rules-{REPACK_RULES}"
+# A record is digests, a name and link scripts' paths: one larger was not written by repacked().
+_RECORD_BYTES = 1 << 20
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# NONBLOCK: a FIFO planted as a file is refused (not a regular file), not waited on.
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _INCOMING = ".incoming-"
+_SET_ASIDE = ".set-aside-"
 _ABANDONED = re.compile(rf"{re.escape(_INCOMING)}{OWNER}-.*")
 _RECORD_FIELDS = ("sha256", "md5", "size", "name", "link_scripts")
 CHUNK = 1 << 20
@@ -74,20 +103,109 @@ def user_cache(env: Mapping[str, str]) -> Path:
     return base / "flagtree-feedstock" / "repacked"
 
 
+class _BadEntry(Exception):
+    """An entry of the cache that is not used, and why."""
+
+
 def cached(original_sha256: str, file_name: str, cache: Path) -> Repacked | None:
-    """The copy ``cache`` holds of the package ``file_name`` whose sha256 is ``original_sha256``, if whole."""
-    copy = cache / original_sha256 / file_name
+    """The copy ``cache`` holds of the package ``file_name`` whose sha256 is ``original_sha256``, if whole and
+    proven (module docstring); None when there is none, or it is not used. Raise
+    :class:`flagtree_feedstock.errors.FileAccessError` when the cache itself is refused."""
+    with _rules_folder(cache, make=False) as rules:
+        return None if rules is None else _proven(rules, cache, original_sha256, file_name)
+
+
+def _problem(status: os.stat_result) -> str | None:
+    """What makes a file or folder of the cache, as ``fstat`` gives it, one this user cannot trust alone."""
+    if status.st_uid != os.geteuid():
+        return f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by others (mode {stat.S_IMODE(status.st_mode):04o})"
+    return None
+
+
+@contextlib.contextmanager
+def _rules_folder(cache: Path, *, make: bool) -> Iterator[int | None]:
+    """A descriptor of ``cache``'s folder for the current :data:`REPACK_RULES`, made when missing if ``make``
+    (None when missing otherwise). The cache root and it are opened without following a link: either a link,
+    not a folder or another user's is refused in one line; one of yours that others may write in is made
+    writable by you alone before anything in it is read (what they may have put there is another's, or a link,
+    and is not used)."""
+    if make:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            cache.mkdir(mode=0o700)
+    with contextlib.ExitStack() as stack:
+        folder: int | None = None
+        for name, shown in ((str(cache), cache), (_RULES, cache / _RULES)):
+            if make and folder is not None:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=folder)
+            try:
+                folder = os.open(name, _FOLDER, dir_fd=folder)
+            except FileNotFoundError:
+                if make:
+                    raise
+                yield None
+                return
+            except OSError as exc:
+                if exc.errno not in {errno.ELOOP, errno.ENOTDIR}:
+                    raise
+                kind = "a symbolic link" if shown.is_symlink() else "not a folder"
+                raise _refused(cache, shown, kind) from None
+            stack.callback(os.close, folder)
+            status = os.fstat(folder)
+            if status.st_uid != os.geteuid():
+                raise _refused(cache, shown, f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})")
+            # Yours: made yours alone, and each entry is proven below.
+            if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                os.fchmod(folder, stat.S_IMODE(status.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+                LOGGER.info("%s was writable by others: it is now writable by you alone", shown)
+        yield folder
+
+
+def _refused(cache: Path, folder: Path, problem: str) -> FileAccessError:
+    where = " is" if folder == cache else f": its folder {folder} is"
+    return FileAccessError(
+        f"the cache of repacked packages {cache}{where} {problem}: a copy there could "
+        "be put or changed by someone else, so none is used",
+        fix=f"check who made {folder} and why, then remove it (it is made again, yours alone); or use another "
+        "cache: --output-dir for a build, XDG_CACHE_HOME for channel install",
+    )
+
+
+def _proven(rules: int, cache: Path, digest: str, name: str) -> Repacked | None:
+    """The entry ``digest``/``name`` of the rules folder ``rules`` (a descriptor) as :class:`Repacked`, once
+    proven; None when it is missing or bad (a bad one is logged, and written again by :func:`repacked`)."""
+    path = cache / _RULES / digest / name
     try:
-        record = json.loads(copy.with_name(f"{file_name}.json").read_text(encoding="utf-8"))
-        size = copy.stat().st_size
-    except (OSError, ValueError):
+        with contextlib.ExitStack() as stack:
+            try:
+                entry = os.open(digest, _FOLDER, dir_fd=rules)
+            except FileNotFoundError:
+                return None
+            stack.callback(os.close, entry)
+            _check(os.fstat(entry), "its folder", folder=True)
+            record = _read_record(stack, entry, f"{name}.json")
+            held = os.open(name, _FILE, dir_fd=entry)
+            stack.callback(os.close, held)
+            _check(os.fstat(held), "the copy")
+            sha256, md5, size = _hashed(held)
+    except _BadEntry as exc:
+        LOGGER.warning("the cached copy %s is not used (%s): it is repacked again", path, exc)
+        return None
+    except OSError as exc:  # a link (ELOOP), a folder for a file, a file gone: not an entry to use
+        LOGGER.warning("the cached copy %s is not used (%s): it is repacked again", path, exc.strerror or exc)
         return None
     if (
         not isinstance(record, dict)
         or any(key not in record for key in _RECORD_FIELDS)
-        or record["size"] != size
+        or (record["sha256"], record["md5"], record["size"]) != (sha256, md5, size)
     ):
+        LOGGER.warning("the cached copy %s is not what its record says: it is repacked again", path)
         return None
+    # What was proven: every folder on the way is this user's alone, so the path leads to what was checked.
+    copy = path
     return Repacked(
         path=copy,
         sha256=str(record["sha256"]),
@@ -96,6 +214,39 @@ def cached(original_sha256: str, file_name: str, cache: Path) -> Repacked | None
         name=str(record["name"]),
         link_scripts=tuple(str(p) for p in record["link_scripts"]),
     )
+
+
+def _check(status: os.stat_result, what: str, *, folder: bool = False) -> None:
+    """Raise :class:`_BadEntry` naming ``what`` unless ``status`` (``fstat``'s) is this user's and writable by
+    nobody else, and a folder (``folder``) or a regular file."""
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(status.st_mode):
+        raise _BadEntry(f"{what} is not a {'folder' if folder else 'regular file'}")
+    problem = _problem(status)
+    if problem is not None:
+        raise _BadEntry(f"{what} is {problem}")
+
+
+def _read_record(stack: contextlib.ExitStack, entry: int, name: str) -> object:
+    """The JSON of the record ``name`` in the entry folder ``entry`` (a descriptor), checked as :func:`_check`."""
+    handle = stack.enter_context(os.fdopen(os.open(name, _FILE, dir_fd=entry), "rb"))
+    _check(os.fstat(handle.fileno()), "its record")
+    data = handle.read(_RECORD_BYTES + 1)
+    if len(data) > _RECORD_BYTES:
+        raise _BadEntry(f"its record is larger than {_RECORD_BYTES} bytes")
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise _BadEntry("its record is not JSON") from None
+
+
+def _hashed(descriptor: int) -> tuple[str, str, int]:
+    """The sha256, md5 and size of what the open file ``descriptor`` holds, read from its start."""
+    sha256, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+    while chunk := os.pread(descriptor, CHUNK, size):
+        sha256.update(chunk)
+        md5.update(chunk)
+        size += len(chunk)
+    return sha256.hexdigest(), md5.hexdigest(), size
 
 
 def repacked(
@@ -107,15 +258,18 @@ def repacked(
     from .folder import check_package  # noqa: PLC0415 - folder.py hands its packages here
 
     name = file_name or original.name
+    if "/" in name or name.startswith("."):
+        raise ChannelError(f"{name!r} ({original}) is not a package file name", fix="rename the package file")
     digest = file_digest(original).hex()
     found = cached(digest, name, cache)
     if found is not None:
         return found
-    cache.mkdir(parents=True, exist_ok=True)
+    _make(cache)
     _remove_abandoned(cache)
     scratch = Path(tempfile.mkdtemp(prefix=f"{_INCOMING}{owner()}-", dir=cache))
     try:
-        copy = scratch / name
+        copy = scratch / digest / name
+        copy.parent.mkdir()
         try:
             package_name, scripts = write_copy(original, copy, name=name, source=source)
         except ChannelError:
@@ -123,7 +277,7 @@ def repacked(
             raise
         check_package(copy, source, shown_as=original)  # every check, on what the installer will get
         record = Repacked(
-            path=cache / digest / name,
+            path=cache / _RULES / digest / name,
             sha256=file_digest(copy).hex(),
             md5=file_digest(copy, "md5").hex(),
             size=copy.stat().st_size,
@@ -131,16 +285,62 @@ def repacked(
             link_scripts=scripts,
         )
         written = {k: v for k, v in asdict(record).items() if k in _RECORD_FIELDS}
-        (scratch / "record.json").write_text(json.dumps(written), encoding="utf-8")
-        with deferred_interrupts():
-            record.path.parent.mkdir(exist_ok=True)
-            copy.replace(record.path)
-            (scratch / "record.json").replace(record.path.with_name(f"{name}.json"))
+        copy.with_name(f"{name}.json").write_text(json.dumps(written), encoding="utf-8")
+        record = _put_in_place(copy.parent, record, cache)
         LOGGER.debug("repacked %s into %s", original, record.path)
         return record
     finally:
         with deferred_interrupts():
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _make(cache: Path) -> None:
+    """Make the cache and its folder for the current rules where missing (this user's alone), and check both."""
+    with _rules_folder(cache, make=True):
+        pass
+
+
+def _put_in_place(entry: Path, record: Repacked, cache: Path) -> Repacked:
+    """Rename the whole entry folder ``entry`` (copy and record) into the cache's rules folder; what was there by
+    its name, not proven, is set aside first. A whole entry another process put there meanwhile is used as it
+    is."""
+    for path in (entry, entry / record.path.name, entry / f"{record.path.name}.json"):
+        path.chmod(0o755 if path == entry else 0o644)  # its own whatever the umask: cached() checks modes
+    digest = entry.name
+    for _attempt in range(2):
+        with _rules_folder(cache, make=False) as rules:
+            assert rules is not None  # made before the copy was written; for mypy
+            try:
+                os.rename(entry, digest, dst_dir_fd=rules)
+            except OSError as exc:
+                if exc.errno not in {errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR}:
+                    raise
+            else:
+                return record
+            found = _proven(rules, cache, digest, record.path.name)
+            if found is not None:
+                return found
+            _set_aside(rules, cache / _RULES, digest)
+    raise ChannelError(
+        f"the copy {record.path} could not be put into the cache: something else takes its place there",
+        fix=f"check what else writes in {cache}, and run again",
+    )
+
+
+def _set_aside(rules: int, folder: Path, digest: str) -> None:
+    """Move the bad entry ``digest`` of the rules folder ``rules`` (a descriptor of ``folder``, this user's
+    alone) out of the way and remove it (a link is removed, never followed)."""
+    aside = f"{_SET_ASIDE}{owner()}-{digest}-{os.urandom(4).hex()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(digest, aside, src_dir_fd=rules, dst_dir_fd=rules)
+    try:
+        is_folder = stat.S_ISDIR(os.stat(aside, dir_fd=rules, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return
+    if is_folder:
+        shutil.rmtree(folder / aside, ignore_errors=True)
+    else:
+        os.unlink(aside, dir_fd=rules)
 
 
 def _remove_abandoned(cache: Path) -> None:

@@ -192,8 +192,20 @@ def _test_files(recipe_dir: Path, parts: dict[str, Any]) -> dict[PurePosixPath, 
 
 
 def write(staged: StagedRecipe, output: Path) -> Path:
-    """``output/recipes/flagtree-cpu``, made whole in a scratch folder beside it and renamed into place."""
+    """``output/recipes/flagtree-cpu``, made whole in a scratch folder beside it and renamed into place.
+
+    ``output`` is the user's to name, and a link there is followed (it is what they chose, as ``cp`` follows
+    it); ``recipes/`` and ``recipes/flagtree-cpu`` come with a clone of staged-recipes, someone else's
+    repository, so a link at either is refused before anything is written: nothing is written where it leads.
+    """
     target = output / "recipes" / RECIPE_NAME
+    for path in (output / "recipes", target):
+        if path.is_symlink():
+            raise ConfigurationError(
+                f"{path} is a symbolic link (to {path.readlink()}): staged-recipes writes only into real "
+                "folders of --output, never where a link leads",
+                fix="remove the link (a staged-recipes clone has none there), or pass another --output",
+            )
     if target.exists():
         raise ConfigurationError(f"{target} already exists", fix="remove it, or pass another --output")
     made = [p for p in (output, output / "recipes") if not p.exists()]
