@@ -30,7 +30,7 @@ __all__ = ["FeedstockError", "__version__"]
 
 def __getattr__(name: str) -> object:
     if name == "FeedstockError":
-        from .errors import FeedstockError  # noqa: PLC0415
+        from .errors import FeedstockError  # noqa: PLC0415 - importing the package imports nothing else (the docstring)
 
         return FeedstockError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,9 +32,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from flagtree_feedstock import __version__
 from flagtree_feedstock._own_files import PATCH, read_own, repository_of
 from flagtree_feedstock.build import _iri_syntax
 from flagtree_feedstock.errors import BuildFailedError, ToolMissingError
+from flagtree_feedstock.recipe.variants import read_variant_file
 
 SBOM_DIR = "share/flagtree-feedstock/sbom"
 PROPERTY = "flagtree-feedstock"
@@ -195,8 +197,6 @@ def resolved_packages(finalized: Mapping[str, Any]) -> tuple[EnvPackage, ...]:
 def feedstock_pins(recipe_dir: Path, variant_files: Sequence[Path]) -> tuple[tuple[str, str], ...]:
     """Every key of ``recipe_dir/conda_build_config.yaml`` with the value the build reads for it: the last of
     ``variant_files`` that sets it (the order the build reads them in), its first value."""
-    from flagtree_feedstock.recipe.variants import read_variant_file  # noqa: PLC0415
-
     keys = list(read_variant_file(recipe_dir / "conda_build_config.yaml", recipe_dir=recipe_dir))
     values: dict[str, str] = {}
     for path in variant_files:
@@ -207,7 +207,7 @@ def feedstock_pins(recipe_dir: Path, variant_files: Sequence[Path]) -> tuple[tup
 
 
 def _purl(name: str, version: str | None, build: str | None, subdir: str | None) -> Any:  # noqa: ANN401 - PackageURL
-    from packageurl import PackageURL  # noqa: PLC0415
+    from packageurl import PackageURL  # noqa: PLC0415 - cyclonedx's dependency, loaded with it
 
     qualifiers = {k: v for k, v in (("build", build), ("subdir", subdir)) if v}
     return PackageURL(type="conda", name=name, version=version, qualifiers=qualifiers)
@@ -215,22 +215,22 @@ def _purl(name: str, version: str | None, build: str | None, subdir: str | None)
 
 def _bom(facts: SbomFacts) -> Any:  # noqa: ANN401 - a cyclonedx Bom
     try:
-        from cyclonedx.model import HashAlgorithm, HashType, Property, XsUri  # noqa: PLC0415
-        from cyclonedx.model.bom import Bom, BomMetaData  # noqa: PLC0415
-        from cyclonedx.model.component import Component, ComponentScope, ComponentType  # noqa: PLC0415
-        from cyclonedx.model.license import LicenseExpression  # noqa: PLC0415
-        from cyclonedx.model.tool import ToolRepository  # noqa: PLC0415
+        from cyclonedx.model import HashAlgorithm, HashType, Property, XsUri  # noqa: PLC0415 - slow to load (jsonschema): SBOM work only
+        from cyclonedx.model.bom import Bom, BomMetaData  # noqa: PLC0415 - as above
+        from cyclonedx.model.component import Component, ComponentScope, ComponentType  # noqa: PLC0415 - as above
+        from cyclonedx.model.license import LicenseExpression  # noqa: PLC0415 - as above
+        from cyclonedx.model.tool import ToolRepository  # noqa: PLC0415 - as above
     except ImportError:
         raise ToolMissingError(
             "cyclonedx-python-lib is not installed: the SBOM cannot be written",
             fix='pip install -e ".[build]" (it brings cyclonedx-python-lib)',
         ) from None
-    from cyclonedx.model import ExternalReference, ExternalReferenceType  # noqa: PLC0415
+    from cyclonedx.model import ExternalReference, ExternalReferenceType  # noqa: PLC0415 - slow to load (jsonschema): SBOM work only
 
     def sha256(value: str | None) -> list[Any]:
         return [HashType(alg=HashAlgorithm.SHA_256, content=value)] if value else []
 
-    def prop(name: str, value: str) -> Any:  # noqa: ANN401
+    def prop(name: str, value: str) -> Any:  # noqa: ANN401 - a cyclonedx Property, imported in this function
         return Property(name=f"{PROPERTY}:{name}", value=value)
 
     components = []
@@ -290,8 +290,6 @@ def _bom(facts: SbomFacts) -> Any:  # noqa: ANN401 - a cyclonedx Bom
         purl=_purl(facts.name, facts.version, facts.build, facts.subdir),
         licenses=[LicenseExpression(facts.license)] if facts.license else [],
     )
-    from flagtree_feedstock import __version__  # noqa: PLC0415
-
     tool = Component(type=ComponentType.APPLICATION, name="flagtree-feedstock", version=__version__)
     tools = ToolRepository(components=[tool])
     metadata = BomMetaData(
@@ -309,7 +307,7 @@ def _bom(facts: SbomFacts) -> Any:  # noqa: ANN401 - a cyclonedx Bom
 
 def sbom_json(facts: SbomFacts) -> str:
     """The document for ``facts``, as CycloneDX 1.6 JSON, checked against the 1.6 schema."""
-    from cyclonedx.output.json import JsonV1Dot6  # noqa: PLC0415
+    from cyclonedx.output.json import JsonV1Dot6  # noqa: PLC0415 - slow to load (jsonschema): SBOM work only
 
     text = JsonV1Dot6(_bom(facts)).output_as_string(indent=2) + "\n"
     problem = schema_problem(text)
@@ -323,10 +321,10 @@ def sbom_json(facts: SbomFacts) -> str:
 
 def schema_problem(text: str) -> str | None:
     """What the CycloneDX 1.6 JSON schema rejects in ``text`` (one line), or ``None`` when it validates."""
-    from cyclonedx.schema import SchemaVersion  # noqa: PLC0415
+    from cyclonedx.schema import SchemaVersion  # noqa: PLC0415 - slow to load (jsonschema): SBOM work only
 
     _iri_syntax.defer()  # before jsonschema loads (3.3 s less where no IRI is checked)
-    from cyclonedx.validation.json import JsonStrictValidator  # noqa: PLC0415
+    from cyclonedx.validation.json import JsonStrictValidator  # noqa: PLC0415 - slow to load (jsonschema): SBOM work only
 
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
     if error is None:

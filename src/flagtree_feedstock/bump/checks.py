@@ -183,7 +183,7 @@ def _llvm_libraries(upstream: Upstream) -> Check:
 
 def recipe_host(recipe: Path, output: str = "flagtree-cpu") -> tuple[set[str], bool]:
     """The host requirement names of ``output`` in recipe.yaml, and whether its build has ``stdlib('c')``."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     data = yaml.safe_load(read_own_text(recipe, RECIPE, inside=repository_of(recipe.parent)))
     for entry in data.get("outputs", []):

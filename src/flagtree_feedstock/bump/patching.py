@@ -120,7 +120,7 @@ def recipe_series(recipe: Path) -> dict[str, list[Path]]:
     The order is the `patches:` list of the output source whose git URL ends as in :data:`SOURCES`;
     paths are relative to the recipe, as the engine reads them.
     """
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     data = yaml.safe_load(read_own_text(recipe, RECIPE, inside=repository_of(recipe.parent)))
     series: dict[str, list[Path]] = {name: [] for name in SOURCES}

@@ -78,7 +78,7 @@ def read_recipe(path: Path) -> str:
 
 def change_pins(text: str, changes: Mapping[str, str], *, name: str) -> str:
     """``text`` (a variant file called ``name``) with the values of ``changes`` replaced, nothing else."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     bom = _BOM if text.startswith(_BOM) else ""
     new = text.removeprefix(bom)

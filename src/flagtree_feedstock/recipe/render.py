@@ -188,9 +188,9 @@ def _parsed(text: str, recipe: Path) -> Any:  # noqa: ANN401 - rattler_build.sta
     recipe path that the build scripts, patches and test files are found from. This is ``from_file``'s own body
     (stage0.py) without its read: the engine's binding parses the text, and the recipe path stays ``recipe``.
     """
-    from rattler_build import RepodataRevision  # noqa: PLC0415
+    from rattler_build import RepodataRevision  # noqa: PLC0415 - the engine is the [build] extra's (_engine.require)
     from rattler_build._rattler_build import stage0  # type: ignore[import-not-found]  # noqa: PLC0415 - no stub
-    from rattler_build.stage0 import MultiOutputRecipe, SingleOutputRecipe  # noqa: PLC0415
+    from rattler_build.stage0 import MultiOutputRecipe, SingleOutputRecipe  # noqa: PLC0415 - as above
 
     path = recipe.resolve()
     revision = RepodataRevision.LEGACY
@@ -243,7 +243,7 @@ def _engine_message(exc: BaseException) -> str:
     return wrapped[1].replace('\\"', '"') if wrapped else first
 
 
-def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401
+def _to_output(variant: Any) -> RenderedOutput:  # noqa: ANN401 - py-rattler-build's RenderedVariant, imported lazily
     used = {str(k): str(v) for k, v in variant.variant.items()}
     recipe = variant.recipe
     return RenderedOutput(

@@ -140,7 +140,7 @@ def recipe_texts(recipe_dir: Path) -> dict[Path, str]:
     }
 
 
-def _defaulted_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401
+def _defaulted_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401 - the jinja2 module and its Environment, imported lazily (the [build] extra)
     """Variables a recipe reads only as ``name | default(...)``: a variant file may set them, none must."""
     try:
         tree = environment.parse(text)
@@ -157,8 +157,8 @@ def _defaulted_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # n
 
 def template_variables(template: str) -> frozenset[str]:
     """The variables a recipe.yaml template (``${{ ... }}``) reads that no engine defines."""
-    import jinja2  # noqa: PLC0415
-    import jinja2.meta  # noqa: PLC0415
+    import jinja2  # noqa: PLC0415 - Jinja2 is the [build] extra's: only a render needs it
+    import jinja2.meta  # noqa: PLC0415 - as jinja2 above
 
     return frozenset(_template_names(template, _environment(jinja2, v1=True), jinja2) - _ENGINE_NAMES)
 
@@ -178,7 +178,7 @@ def _environment(jinja2: Any, *, v1: bool) -> Any:  # noqa: ANN401 - the jinja2 
     )
 
 
-def _template_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401
+def _template_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # noqa: ANN401 - the jinja2 module and its Environment, imported lazily (the [build] extra)
     try:
         tree = environment.parse(text)
     except jinja2.TemplateSyntaxError:
@@ -190,9 +190,9 @@ def _template_names(text: str, environment: Any, jinja2: Any) -> set[str]:  # no
         return {n.name for n in nodes if n.ctx == "load"} - {n.name for n in nodes if n.ctx == "store"}
 
 
-def _v1_names(text: str, jinja2: Any) -> tuple[set[str], set[str]]:  # noqa: ANN401
+def _v1_names(text: str, jinja2: Any) -> tuple[set[str], set[str]]:  # noqa: ANN401 - the jinja2 module and its Environment, imported lazily (the [build] extra)
     """(variables of recipe.yaml's expressions minus its context, names of its build/host requirements)."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     try:
         data = yaml.safe_load(text)
@@ -329,7 +329,7 @@ def read_variant_text(path: Path, *, recipe_dir: Path | None = None) -> str:
 
 def _check_depth(path: Path, text: str) -> None:
     """Refuse YAML nested deeper than :data:`MAX_VARIANT_DEPTH`, before a recursive reader sees it."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     depth = 0
     try:
@@ -350,7 +350,7 @@ def _check_depth(path: Path, text: str) -> None:
 
 def parse_variant_text(path: Path, text: str) -> dict[str, Entry]:
     """Each key of the variant file ``path`` (whose text is ``text``) with its line and values."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -399,13 +399,13 @@ _NULL_TAG = "tag:yaml.org,2002:null"
 
 def _scalar(node: Any) -> object:  # noqa: ANN401 - a yaml.Node
     """A scalar's text; None for anything else, YAML's null (``~``, ``null``, nothing) included."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     return node.value if isinstance(node, yaml.ScalarNode) and node.tag != _NULL_TAG else None
 
 
 def _shown(node: Any) -> str:  # noqa: ANN401 - a yaml.Node
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     if isinstance(node, yaml.SequenceNode):
         return "a list"
@@ -652,7 +652,7 @@ def engine_text(text: str, used: frozenset[str]) -> tuple[str, list[list[str]]]:
     cut out, whatever their values (the engine's reader refuses a scalar, as in conda-forge's
     ``cdt_arch: armv7l``), and so is a flat ``zip_keys`` list, which that reader refuses too and conda-build
     reads as one group: it is returned as that group."""
-    import yaml  # noqa: PLC0415
+    import yaml  # noqa: PLC0415 - PyYAML is the [build] extra's: only the commands that read YAML need it
 
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     if (
