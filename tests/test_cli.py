@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from flagtree_feedstock import cli
-from flagtree_feedstock.commands import build, bump, channel, sbom, staged_recipes, upload
+from flagtree_feedstock.commands import Command, build, bump, channel, sbom, staged_recipes, upload
 
 # Each command with the least arguments its parser takes, and the module that must run it.
 INVOCATIONS = [
@@ -30,7 +30,7 @@ INVOCATIONS = [
 
 @pytest.mark.parametrize(("argv", "module"), INVOCATIONS, ids=[argv[0] for argv, _ in INVOCATIONS])
 def test_each_command_runs_its_own_module(
-    argv: list[str], module: cli.Command, monkeypatch: pytest.MonkeyPatch
+    argv: list[str], module: Command, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ran: list[tuple[str, argparse.Namespace]] = []
 

@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Protocol, TextIO, cast
+from typing import IO, TextIO, cast
 
 from rich.console import Console
 
@@ -20,19 +20,10 @@ from . import __version__
 from ._interrupts import PROG, report_interrupt
 from ._progress import ConsoleHandler
 from ._urls import one_line
-from .commands import build, bump, channel, sbom, staged_recipes, upload
-from .commands._arguments import Subparsers
+from .commands import Command, build, bump, channel, sbom, staged_recipes, upload
 from .errors import FeedstockError, file_access_error
 
 LOGGER = logging.getLogger("flagtree_feedstock")
-
-
-class Command(Protocol):
-    """A module of :mod:`.commands`."""
-
-    def add_parser(self, sub: Subparsers) -> None: ...
-
-    def run(self, args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int: ...
 
 
 # The dispatch table: each command's name and the module that adds its parser and runs it, in --help's order.

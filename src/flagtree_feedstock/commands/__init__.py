@@ -20,3 +20,25 @@ lists them), the archive layer (:mod:`flagtree_feedstock._archive`), :mod:`flagt
 :mod:`flagtree_feedstock.llvm_archive`; never the CLI (``cli``, ``_entry``, ``__main__``), which imports it
 (``tests/test_layers.py``).
 """
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Protocol
+
+from rich.console import Console
+
+from ._arguments import Subparsers
+
+__all__ = ["Command", "Subparsers"]
+
+
+class Command(Protocol):
+    """What ``cli.py``'s dispatch table holds: a module of this package."""
+
+    def add_parser(self, sub: Subparsers) -> None:
+        """Add the command and its options to the root parser's ``sub``."""
+
+    def run(self, args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
+        """Run the command with the parsed ``args``; return its exit status."""
