@@ -91,6 +91,17 @@ def _module_commands(path: Path) -> list[str]:
         ],
         "platforms.py": ["flagtree-feedstock build", "flagtree-feedstock channel install"],
         "cli.py": FEEDSTOCK,
+        "commands/_arguments.py": ["flagtree-feedstock build", "flagtree-feedstock channel install"],
+        # channel index's help names the build's --output-dir
+        "commands/channel.py": [
+            "flagtree-feedstock channel index",
+            "flagtree-feedstock channel install",
+            "flagtree-feedstock build",
+        ],
+        "commands/upload.py": ["flagtree-feedstock upload"],
+        "commands/staged_recipes.py": ["flagtree-feedstock staged-recipes"],
+        "commands/sbom.py": ["flagtree-feedstock sbom"],
+        "commands/bump.py": ["flagtree-feedstock bump"],
     }
     return by_module.get(relative, ["flagtree-feedstock build"])
 

@@ -42,7 +42,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "channel": frozenset({"helpers", "_archive"}),
     "llvm_archive": frozenset({"helpers", "recipe", "_archive"}),
     "bump": frozenset({"helpers", "recipe", "_archive"}),
-    "build": frozenset({"helpers", "recipe", "channel", "_archive"}),
+    "build": frozenset({"helpers", "recipe", "channel", "llvm_archive", "_archive"}),
+    # One module per command, above every subpackage it runs; only the CLI (cli.py) is above it.
+    "commands": frozenset({"helpers", "recipe", "channel", "llvm_archive", "bump", "build", "_archive"}),
 }
 
 

@@ -445,7 +445,7 @@ def test_conda_build_gets_the_root_file_as_e_and_the_added_ones_as_m(
     requests: list[conda_build.CondaBuildRequest] = []
     monkeypatch.setattr(conda_build, "build", lambda request: requests.append(request) or [])
     monkeypatch.setattr(conda_build._subprocess, "which", lambda name, install_hint: f"/bin/{name}")
-    monkeypatch.setattr("flagtree_feedstock.cli.host_platform", lambda: "linux-aarch64")
+    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-aarch64")
     added = tmp_path / "py312.yaml"
     added.write_text('python:\n  - "3.12"\n')
     argv = [

@@ -1,5 +1,6 @@
 """The main job: build the rendered packages, one engine call at a time, landing each in the channel folder.
 
+- :mod:`.command`: the ``build`` command's steps, top to bottom in one function;
 - :mod:`.options`: the ``build`` command's options, defaults in one place, one frozen object;
 - :mod:`.plan`: which packages to build, each once (pure);
 - :mod:`.run`: the plan run with py-rattler-build, each finished package published at once;
@@ -12,6 +13,7 @@
 - :mod:`.conda_build`: ``--tool conda-build``/``boa``.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them), the archive layer
-(:mod:`flagtree_feedstock._archive`), :mod:`flagtree_feedstock.recipe` and :mod:`flagtree_feedstock.channel`; never ``bump``, ``llvm_archive`` or
-the CLI (``tests/test_layers.py``).
+(:mod:`flagtree_feedstock._archive`), :mod:`flagtree_feedstock.recipe`, :mod:`flagtree_feedstock.channel` and
+:mod:`flagtree_feedstock.llvm_archive` (``--llvm-archive``, part of the render step); never ``bump``,
+:mod:`flagtree_feedstock.commands` or the CLI (``tests/test_layers.py``).
 """

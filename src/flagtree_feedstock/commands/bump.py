@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,18 +11,19 @@ from rich.console import Console
 from rich.table import Table
 
 from flagtree_doctor.terminal import print_json
+from flagtree_feedstock.bump.checks import short
+from flagtree_feedstock.bump.run import BumpReport, BumpRequest, bump
 from flagtree_feedstock.errors import UpstreamCheckError
 from flagtree_feedstock.recipe.pins import write_atomically
 
-from .checks import short
-from .run import BumpReport, BumpRequest, bump
+from ._arguments import Subparsers
 
 BUMP_SCHEMA_VERSION = "1"
 _HASHED = ("_commit", "_sha256")
 
 
-def add_bump_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers action has no public type
-    """Add the ``bump`` subcommand to the CLI's subparsers."""
+def add_parser(sub: Subparsers) -> None:
+    """``bump --flagtree-src DIR``: where the new pins come from, and what to write."""
     bump_parser = sub.add_parser(
         "bump",
         help="move the pins to a new FlagTree commit, checked (offline, from local clones)",
@@ -67,7 +69,7 @@ def add_bump_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers a
     )
 
 
-def run_bump(args: argparse.Namespace, out: Console) -> int:
+def run(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
     """Run the bump for parsed ``args``; print the report; a failed check is an :class:`UpstreamCheckError`."""
     report = bump(
         BumpRequest(
