@@ -79,7 +79,7 @@ def check_one(drawn: Drawn, scratch: Path) -> str:
         copy = repacked(package, scratch / "cache")
     except ChannelError as refusal:
         assert "\n" not in str(refusal), str(refusal)
-        return "refused"
+        return "refused: a control character" if "control character" in str(refusal) else "refused"
     ours = our_view(package)
     assert rattler_view(package, scratch / "original") == ours, drawn.notes
     assert rattler_view(copy.path, scratch / "copy") == ours, drawn.notes

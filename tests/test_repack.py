@@ -34,7 +34,7 @@ from _hostile_packages import (
     zstd,
 )
 from _toy import build_args, error_line, native_args, run_toolkit
-from flagtree_feedstock._archive import tar_write
+from flagtree_feedstock._archive import open_package, tar_write
 from flagtree_feedstock._archive.tar_stream import Member
 from flagtree_feedstock.channel.package_reader import read_package
 from flagtree_feedstock.channel.repack import repacked
@@ -266,6 +266,11 @@ def test_channel_install_gives_the_prefix_and_the_package_cache_normal_modes_onl
     for path in [unpacked, *unpacked.rglob("*")]:  # the cache's folder itself and everything in it
         mode = path.lstat().st_mode
         assert stat.S_ISLNK(mode) or not mode & 0o7022, (path, f"{stat.S_IMODE(mode):04o}")
+    # The copy itself, in the toolkit's cache: rattler drops setuid and setgid as it unpacks, the copy has none.
+    (copy,) = (tmp_path / "xdg" / "flagtree-feedstock" / "repacked").glob(f"*/{STEM}{suffix}")
+    with open_package(copy) as package:
+        held = {item.name: item.mode for item in package if item.name in MODED}
+    assert held == {name: want for name, (_, _, want) in MODED.items()}
 
 
 def test_a_copy_that_reads_back_other_than_written_is_refused_in_one_line(
