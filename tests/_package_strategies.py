@@ -6,8 +6,12 @@ A package is drawn in layers, each with the ways two readers could differ there 
   files (executable or not), folders, symlinks and hard links from a small pool of names, so that names meet;
   links in ``info/``, hard links between ``info/`` and the payload, a second member at one path;
 - each member's header (:func:`tar_stream`): ustar or GNU, a PAX header, a GNU long name (the same name or
-  another one), both, a sparse type, a PAX size other than the header's; members after the two zero blocks
-  that end the archive, bytes after it;
+  another one), both, a sparse type, a PAX size other than the header's, a PAX link path, a GNU long link;
+  members after the two zero blocks that end the archive, bytes after it;
+- control characters (:data:`CONTROLS`: NUL, newline, ESC, DEL, C1's CSI) in names and link targets, so in
+  every field that holds one: the header's name and link name, a PAX ``path`` and ``linkpath``, a GNU long
+  name and long link, and a zip entry's name; modes beyond 0644 and 0755 (world-writable, setuid, setgid,
+  sticky), which the copy must not keep;
 - the compression: for a ``.conda``'s tars, zstd in one frame or several, skippable frames before, between or
   after, bytes after the last frame (:func:`zstd_stream`); for a ``.tar.bz2``, one bzip2 stream, two, or bytes
   after it;
@@ -45,6 +49,14 @@ View = dict[str, tuple[str, str, bool]]
 
 NAMES = ["lib/a", "lib/b", "bin/t", "share/x/y", "a", "lib", "share/x"]
 TARGETS = ["a", "lib/a", "b", "../a", "x", "t", "../../escape", "/etc/passwd", "info/index.json", ".."]
+# Control characters put into names and link targets: C0 (NUL, newline, ESC), DEL and C1 (CSI).
+CONTROLS = ["\0", "\n", "\x1b", "\x7f", "\x9b"]
+# A name whose NUL cuts it to a link script for one reader (issue 47 item 4), and each control in a name.
+CONTROL_NAMES = ["bin/.evil-post-link.sh\0.txt", *(f"lib/a{c}b" for c in CONTROLS)]
+CONTROL_TARGETS = [f"a{c}b" for c in CONTROLS]
+# Modes the copy must make normal (0644 or 0755), beside the plain ones.
+FILE_MODES = [0o644, 0o755, 0o600, 0o700, 0o666, 0o777, 0o4755, 0o2775]
+DIR_MODES = [0o755, 0o755, 0o777, 0o1777, 0o2775]
 
 
 @dataclass
@@ -56,7 +68,8 @@ class Entry:
     content: bytes = b""
     target: str = ""
     mode: int = 0o644
-    form: str = "ustar"  # ustar, gnu, pax, pax-other, longname, longname-other, both, sparse, pax-size
+    # ustar, gnu, pax, pax-other, longname, longname-other, both, sparse, pax-size, pax-link, longlink
+    form: str = "ustar"
     extra_after_end: bool = False  # written after the two zero blocks that end the archive
 
 
@@ -91,9 +104,9 @@ def _pax(records: dict[str, str]) -> bytes:
     return _header("././@PaxHeader", kind=tarfile.XHDTYPE, size=len(body)) + data(body)
 
 
-def _longname(name: str) -> bytes:
+def _longname(name: str, kind: bytes = tarfile.GNUTYPE_LONGNAME) -> bytes:
     raw = name.encode() + b"\0"
-    return _header("././@LongLink", kind=tarfile.GNUTYPE_LONGNAME, size=len(raw), gnu=True) + data(raw)
+    return _header("././@LongLink", kind=kind, size=len(raw), gnu=True) + data(raw)
 
 
 _TYPES = {
@@ -118,6 +131,10 @@ def _member_bytes(entry: Entry) -> bytes:
         prefix = _longname(entry.name + "-long") + _pax({"path": entry.name})
     elif entry.form == "pax-size":
         prefix = _pax({"size": str(size + BLOCK)})
+    elif entry.form == "pax-link" and entry.target:
+        prefix = _pax({"linkpath": entry.target})
+    elif entry.form == "longlink" and entry.target:
+        prefix = _longname(entry.target, tarfile.GNUTYPE_LONGLINK)
     if entry.form == "sparse":
         kind = tarfile.GNUTYPE_SPARSE
     header = _header(
@@ -137,7 +154,7 @@ _FORMS = (
     ["ustar"] * 12
     + ["gnu"] * 3
     + ["pax"] * 2
-    + ["pax-other", "longname", "longname-other", "both", "sparse", "pax-size"]
+    + ["pax-other", "longname", "longname-other", "both", "sparse", "pax-size", "pax-link", "longlink"]
 )
 _INFO_NAMES = ["info/extra", "info/index.json"]
 
@@ -149,19 +166,22 @@ def payload(draw: st.DrawFn, *, hostile: bool = True) -> list[Entry]:
     entries: list[Entry] = []
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(["file", "file", "file", "dir", "symlink", "hardlink"]))
-        name = draw(st.sampled_from(_INFO_NAMES if draw(st.integers(0, 11)) == 0 else NAMES))
+        pool = _INFO_NAMES if draw(st.integers(0, 11)) == 0 else NAMES
+        name = draw(st.sampled_from(CONTROL_NAMES if hostile and draw(st.integers(0, 7)) == 0 else pool))
         form = draw(st.sampled_from(_FORMS)) if hostile else "ustar"
+        targets = CONTROL_TARGETS if hostile and draw(st.integers(0, 5)) == 0 else TARGETS
         files = [e.name for e in entries if e.kind == "file"]
         if kind == "file":
             content = draw(st.binary(max_size=40))
-            mode = draw(st.sampled_from([0o644, 0o755, 0o600, 0o700]))
+            mode = draw(st.sampled_from(FILE_MODES))
             entries.append(Entry(kind, name, content=content, mode=mode, form=form))
         elif kind == "dir":
-            entries.append(Entry(kind, name, mode=0o755, form=form))
+            entries.append(Entry(kind, name, mode=draw(st.sampled_from(DIR_MODES)), form=form))
         elif kind == "symlink":
-            entries.append(Entry(kind, name, target=draw(st.sampled_from(TARGETS)), mode=0o777, form=form))
+            entries.append(Entry(kind, name, target=draw(st.sampled_from(targets)), mode=0o777, form=form))
         else:  # mostly to an earlier file; else to anything, info/ included
             pool = files if files and draw(st.integers(0, 4)) else [*NAMES, *_INFO_NAMES, "info/paths.json"]
+            pool = targets if targets is CONTROL_TARGETS else pool
             entries.append(Entry(kind, name, target=draw(st.sampled_from(pool)), form=form))
         entries[-1].extra_after_end = hostile and draw(st.integers(0, 11)) == 0
     return entries
@@ -300,6 +320,7 @@ _ZIP_TWISTS = ["none"] * 16 + [
     "bytes-after",
     "utf8-name",
     "cp437-name",
+    "control-name",
     "unlisted",
     "reordered",
 ]
@@ -363,6 +384,9 @@ def packages(draw: st.DrawFn) -> Drawn:
         entries[1].name, entries[1].utf8 = f"pkg-{STEM}é.tar.zst".encode(), True
     elif twist == "cp437-name":
         entries[1].name = f"pkg-{STEM}".encode() + b"\x82.tar.zst"
+    elif twist == "control-name":  # a NUL cuts the name for one reader; the others are kept by all
+        index, control = draw(st.integers(0, 2)), draw(st.sampled_from(CONTROLS))
+        entries[index].name = entries[index].name.replace(b".", control.encode() + b".", 1)
     elif twist == "unlisted":
         entries.insert(draw(st.integers(0, 3)), ZipEntry(f"info-{STEM}.tar.zst".encode(), evil, listed=False))
     elif twist == "reordered":

@@ -22,9 +22,11 @@ from _hostile_packages import (
     STEM,
     Part,
     conda,
+    data,
     header,
     info_members,
     member,
+    pax,
     symlink,
     tar_bz2,
     tar_chunks,
@@ -261,3 +263,102 @@ def test_an_info_link_is_read_as_a_link(tmp_path: Path) -> None:
     info = [*info_members(), header("info/x", kind=tarfile.SYMTYPE, linkname="index.json")]
     found = _read(_package(tmp_path, f"{STEM}.conda", conda(info, _payload())))
     assert ("info", "info/x", "symlink", 0, "index.json", b"") in found
+
+
+def _long(kind: bytes, text: str) -> list[Part]:
+    """A GNU long name (``L``) or long link (``K``) header holding ``text`` and its closing NUL."""
+    raw = text.encode() + b"\0"
+    return [header("././@LongLink", kind=kind, size=len(raw), posix=False), raw + bytes(-len(raw) % 512)]
+
+
+SCRIPT = "bin/.evil-post-link.sh"
+# Every field that holds a name or a link target, each with a control character in it (issue 47 item 4): the
+# members, and what the refusal names.
+CONTROLS: dict[str, tuple[list[Part], str]] = {
+    "pax-path-nul": (
+        [*pax({"path": f"{SCRIPT}\0.txt"}), *member("placeholder", b"x")],
+        f"member '{SCRIPT}\\x00.txt': its name holds the control character '\\x00'",
+    ),
+    "pax-linkpath-nul": (
+        [*pax({"linkpath": "a\0b"}), *symlink("lib/l", "placeholder")],
+        "member 'lib/l': its link target 'a\\x00b' holds the control character '\\x00'",
+    ),
+    "gnu-long-name-nul": (
+        [*_long(tarfile.GNUTYPE_LONGNAME, f"{SCRIPT}\0.txt"), *member("placeholder", b"x")],
+        f"member '{SCRIPT}\\x00.txt': its name holds the control character '\\x00'",
+    ),
+    "gnu-long-link-nul": (
+        [*_long(tarfile.GNUTYPE_LONGLINK, "a\0b"), *symlink("lib/l", "placeholder")],
+        "member 'lib/l': its link target 'a\\x00b' holds the control character '\\x00'",
+    ),
+    "header-name-newline": (
+        member("lib/a\nb", b"x"),
+        "member 'lib/a\\nb': its name holds the control character '\\n'",
+    ),
+    "header-name-escape": (
+        member("lib/\x1b[2Ja", b"x"),
+        "member 'lib/\\x1b[2Ja': its name holds the control character '\\x1b'",
+    ),
+    "header-name-del": (member("lib/a\x7f", b"x"), "its name holds the control character '\\x7f'"),
+    "header-name-c1-csi": (member("lib/a\x9b2J", b"x"), "its name holds the control character '\\x9b'"),
+    "header-linkname-tab": (
+        symlink("lib/l", "a\tb"),
+        "member 'lib/l': its link target 'a\\tb' holds the control character '\\t'",
+    ),
+    "header-folder-newline": (
+        [header("share/d\n", kind=tarfile.DIRTYPE)],
+        "its name holds the control character '\\n'",
+    ),
+}
+
+
+@pytest.mark.parametrize("suffix", [".conda", ".tar.bz2"])
+@pytest.mark.parametrize("case", CONTROLS)
+def test_a_control_character_in_any_name_or_link_field_is_refused(
+    case: str, suffix: str, tmp_path: Path
+) -> None:
+    """A NUL cuts a name for one reader and not for another (PAX `bin/.x-post-link.sh\\0.txt` is a link script
+    to one, a .txt to the other); the other controls are refused alike, C1 too (docs/security.md says why)."""
+    parts, why = CONTROLS[case]
+    info = info_members()
+    content = conda(info, parts) if suffix == ".conda" else tar_bz2([*info, *parts])
+    path = _package(tmp_path, f"{STEM}{suffix}", content)
+    with pytest.raises(UnsafePackage) as caught:
+        _read(path)
+    assert why in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_gnu_long_name_is_read_to_its_closing_nul_and_a_long_name_with_none_whole(tmp_path: Path) -> None:
+    """The closing NUL GNU tar and Python write is not part of the name; a long name written without one (its
+    size its name's) is read whole, as Rust's ``tar`` reads it."""
+    name = "lib/" + "n" * 150
+    closed = _long(tarfile.GNUTYPE_LONGNAME, name)
+    raw = name.encode()
+    unclosed = [header("././@LongLink", kind=tarfile.GNUTYPE_LONGNAME, size=len(raw), posix=False), data(raw)]
+    for parts in (closed, unclosed):
+        path = _package(tmp_path, f"{STEM}.tar.bz2", tar_bz2([*info_members(), *parts, *member("x", b"x")]))
+        assert [n for _, n, *_ in _read(path)][-1] == name
+
+
+@pytest.mark.parametrize("control", ["\0", "\n", "\x9b"])
+def test_a_zip_entry_name_with_a_control_character_is_refused(control: str, tmp_path: Path) -> None:
+    """In the name of any of the three entries a .conda holds (flagged UTF-8: read as cp437, no byte is C1):
+    the name is read as rattler reads it, and a NUL ends it for a C reader."""
+    for index in range(3):
+        entries = _entries()
+        name, content = entries[index]
+        entries[index] = (name.replace(".", f"{control}.", 1), content)
+        path = _package(tmp_path, f"{STEM}.conda", _zip(entries, flags=0x800))
+        with pytest.raises(UnsafePackage) as caught:
+            _read(path)
+        assert f"holds the control character {control!r}" in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
+def test_a_tar_bz2_file_name_with_a_control_character_is_refused(tmp_path: Path) -> None:
+    """Its stem names the copy the toolkit writes of it."""
+    path = _package(tmp_path, "x.tar.bz2", tar_bz2(info_members()))
+    with pytest.raises(UnsafePackage) as caught, open_package(path, "evil\n-1-0.tar.bz2"):
+        pass
+    assert "its file name 'evil\\n-1-0.tar.bz2' holds the control character '\\n'" in str(caught.value)

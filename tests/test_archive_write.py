@@ -12,6 +12,8 @@ import pytest
 
 from flagtree_feedstock._archive import PackageMember, compressed, open_package
 from flagtree_feedstock._archive.package_write import write_package
+from flagtree_feedstock._archive.tar_stream import Kind, Member
+from flagtree_feedstock._archive.tar_write import normal_mode
 
 
 def _payload(size: int) -> bytes:
@@ -153,3 +155,30 @@ def test_info_comes_first(tmp_path: Path) -> None:
     ):
         writer.add(replace(member, section="pkg", name="lib/x"))
         writer.add(member)
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode", "normal"),
+    [
+        ("file", 0o644, 0o644),
+        ("file", 0o666, 0o644),
+        ("file", 0o600, 0o644),
+        ("file", 0o2664, 0o644),
+        ("file", 0o755, 0o755),
+        ("file", 0o777, 0o755),
+        ("file", 0o4755, 0o755),
+        ("file", 0o610, 0o755),  # any executable bit, the group's here
+        ("file", 0o100644, 0o644),  # the file type's bits some writers put above the mode's
+        ("hardlink", 0o666, 0o644),
+        ("hardlink", 0o701, 0o755),
+        ("dir", 0o777, 0o755),
+        ("dir", 0o1777, 0o755),
+        ("dir", 0o700, 0o755),
+        ("symlink", 0o777, 0o777),
+        ("symlink", 0o120777, 0o777),
+    ],
+)
+def test_a_copy_s_modes_are_normal(kind: Kind, mode: int, normal: int) -> None:
+    """Issue 47 item 5: files 0644, or 0755 where any executable bit was set; folders 0755; a symlink keeps its
+    own (its mode is never read); no setuid, setgid, sticky, group- or world-writable bit otherwise."""
+    assert normal_mode(Member(name="x", kind=kind, size=0, target="", mode=mode)) == normal

@@ -4,7 +4,9 @@ For each generated package (:mod:`_package_strategies`): either the toolkit refu
 or the whole check), or what ``rattler.package_streaming.extract`` writes of the ORIGINAL (files and their
 bytes, symlinks and their targets, folders, the executable bit) is exactly what our reader saw; and the copy
 the toolkit writes of it (:func:`flagtree_feedstock.channel.repack.repacked`), extracted by rattler, is exactly
-that too. The default tier runs a bounded, derandomised number of examples (``differential`` profile); the
+that too, with normal modes only (files 0644 or 0755, no folder world-writable, setuid, setgid or sticky,
+issue 47 item 5). The generated names and link targets hold control characters in every field that can carry
+one (issue 47 item 4): each such package must be refused. The default tier runs a bounded, derandomised number of examples (``differential`` profile); the
 ``differential`` marker runs many more (``python -m pytest -m differential``, docs/testing.md).
 
 The smallest example of every hole this test found is kept below as a plain case.
@@ -77,11 +79,26 @@ def check_one(drawn: Drawn, scratch: Path) -> str:
         copy = repacked(package, scratch / "cache")
     except ChannelError as refusal:
         assert "\n" not in str(refusal), str(refusal)
-        return "refused"
+        return "refused: a control character" if "control character" in str(refusal) else "refused"
     ours = our_view(package)
     assert rattler_view(package, scratch / "original") == ours, drawn.notes
     assert rattler_view(copy.path, scratch / "copy") == ours, drawn.notes
+    assert unusual_modes(scratch / "copy") == {}, drawn.notes
     return "same"
+
+
+def unusual_modes(root: Path) -> dict[str, str]:
+    """What under ``root`` has a mode a copy never gives: a file other than 0644 or 0755, a folder that is
+    world-writable, setuid, setgid or sticky (a folder rattler makes itself follows the umask)."""
+    found = {}
+    for path in root.rglob("*"):
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            continue
+        bad = stat.S_IMODE(mode) not in (0o644, 0o755) if stat.S_ISREG(mode) else bool(mode & 0o7002)
+        if bad:
+            found[path.relative_to(root).as_posix()] = f"{stat.S_IMODE(mode):04o}"
+    return found
 
 
 @settings(settings.get_profile("differential"))

@@ -1,6 +1,9 @@
 """No channel code runs unasked (issue 41 item 5): a package that carries link scripts is refused by `channel
 install` and `build`, in one line naming it and ``--allow-link-scripts``, unless the user allowed it by name.
 
+A name a NUL cuts to a link script's for one reader only (a PAX path ``bin/.evil-post-link.sh\\0.txt``, issue
+47 item 4) is refused by `channel index` and `channel install`, whatever is allowed.
+
 The package's post-link script writes a file outside the prefix, where the test looks for it: refused, nothing
 is written; allowed, the script runs (py-rattler's installer for `channel install`, the engine for the host
 environment of `build`).
@@ -15,7 +18,7 @@ from pathlib import Path
 import pytest
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, STEM, Part, channel_with, member, sha256, tar_bz2
+from _hostile_packages import INDEX, STEM, Part, channel_with, conda, member, pax, sha256, tar_bz2
 from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.channel.link_scripts import link_scripts
 
@@ -141,3 +144,53 @@ def test_a_noarch_python_entry_point_named_as_a_link_script_is_refused(tmp_path:
     assert refused.returncode == 9, refused.stderr
     assert error_line(refused.stderr) == _refusal(package, "evil", "bin/.evil-post-link.sh")
     assert not prefix.exists()
+
+
+NUL_SCRIPT = "bin/.evil-post-link.sh\0.txt"
+
+
+def _with_nul_in_its_pax_path(fmt: str, planted: Path) -> bytes:
+    """Issue 47 item 4's reproduction: a member whose PAX path is ``bin/.evil-post-link.sh\\0.txt``, listed so
+    in paths.json. Our reader kept the whole name (a .txt, no link script in the record); the copy's writer
+    stored it as a GNU long name every reader cuts at the NUL: a post-link script in the copy."""
+    script = f'#!/bin/bash\necho ran > "{planted}"\n'.encode()
+    listed = [
+        {"_path": NUL_SCRIPT, "path_type": "hardlink", "sha256": sha256(script), "size_in_bytes": len(script)}
+    ]
+    info = [
+        *member("info/index.json", json.dumps(INDEX).encode()),
+        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
+    ]
+    payload = [*pax({"path": NUL_SCRIPT}), *member("bin/placeholder.txt", script)]
+    return conda(info, payload) if fmt == "conda" else tar_bz2([*info, *payload])
+
+
+@pytest.mark.parametrize("fmt", ["conda", "tar.bz2"])
+@pytest.mark.parametrize("command", ["index", "install", "install-allowing-another"])
+def test_a_nul_in_a_pax_path_is_refused_in_one_line_and_nothing_is_written(
+    command: str, fmt: str, tmp_path: Path
+) -> None:
+    planted = tmp_path / "outside" / "planted"
+    planted.parent.mkdir()
+    channel, package = channel_with(tmp_path, f"{STEM}.{fmt}", _with_nul_in_its_pax_path(fmt, planted))
+    if command != "index":
+        asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    indexed = sorted(p.relative_to(channel) for p in channel.rglob("*"))
+    prefix = tmp_path / "prefix"
+    install = ["channel", "install", str(channel), "evil", "--prefix", str(prefix)]
+    argv = {
+        "index": ["channel", "index", str(channel)],
+        "install": install,
+        "install-allowing-another": [*install, "--allow-link-scripts", "other"],
+    }[command]
+    done = run_toolkit(argv, tmp_path)
+    assert done.returncode == 9, done.stderr
+    assert error_line(done.stderr).startswith(
+        f"flagtree-feedstock: error: {package} is refused, and was not used: member "
+        "'bin/.evil-post-link.sh\\x00.txt': its name holds the control character '\\x00': "
+    )
+    assert not planted.exists()
+    assert not prefix.exists()
+    assert sorted(p.relative_to(channel) for p in channel.rglob("*")) == indexed
+    for cache in (tmp_path / "xdg", tmp_path / "cache"):
+        assert not [p for p in cache.rglob("*") if not p.is_dir()], cache

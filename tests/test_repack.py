@@ -12,17 +12,34 @@ import io
 import json
 import os
 import stat
+import tarfile
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, STEM, channel_with, member, sha256, symlink, tar_bz2, zstd
+from _hostile_packages import (
+    INDEX,
+    STEM,
+    Part,
+    channel_with,
+    conda,
+    data,
+    member,
+    sha256,
+    symlink,
+    tar_bz2,
+    zstd,
+)
 from _toy import build_args, error_line, native_args, run_toolkit
+from flagtree_feedstock._archive import open_package, tar_write
+from flagtree_feedstock._archive.tar_stream import Member
 from flagtree_feedstock.channel.package_reader import read_package
 from flagtree_feedstock.channel.repack import REPACK_RULES, cached, repacked
+from flagtree_feedstock.errors import ChannelError
 
 PLANTED = b"planted by a package\n"
 RULES = f"rules-{REPACK_RULES}"
@@ -398,3 +415,96 @@ def test_a_copy_written_under_a_loose_umask_is_used_again(tmp_path: Path) -> Non
     assert again == first
     assert first.path.stat().st_ino == again.path.stat().st_ino
     assert cached(_digest(package), package.name, cache) == first
+
+
+def _moded(name: str, mode: int, content: bytes | None = None, *, target: str = "") -> list[Part]:
+    """A member with ``mode`` in its header: a file (``content``), a folder (None) or a symlink (``target``)."""
+    info = tarfile.TarInfo(name)
+    info.mode = mode
+    if target:
+        info.type, info.linkname = tarfile.SYMTYPE, target
+    elif content is None:
+        info.type = tarfile.DIRTYPE
+    else:
+        info.size = len(content)
+    block = info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
+    return [block] if content is None else [block, data(content)]
+
+
+# The payload's members and their modes as written (issue 47 item 5), and the modes the prefix and the
+# package cache must have of each.
+MODED: dict[str, tuple[int, bytes | None, int]] = {
+    "share/open": (0o777, None, 0o755),
+    "share/open/world-writable.txt": (0o666, b"w\n", 0o644),
+    "share/open/group-writable.txt": (0o664, b"g\n", 0o644),
+    "bin/all-can-write": (0o777, b"#!/bin/sh\n", 0o755),
+    "bin/setuid": (0o4755, b"#!/bin/sh\n", 0o755),
+    "bin/setgid-group-exec": (0o2614, b"#!/bin/sh\n", 0o755),
+    "share/sticky": (0o1777, None, 0o755),
+    "share/sticky/f": (0o600, b"f\n", 0o644),
+}
+
+
+@pytest.mark.parametrize("suffix", [".conda", ".tar.bz2"])
+def test_channel_install_gives_the_prefix_and_the_package_cache_normal_modes_only(
+    suffix: str, tmp_path: Path
+) -> None:
+    """Files 0644, or 0755 where any executable bit was set; folders 0755; a symlink keeps its own. rattler
+    unpacks the copy into its cache keeping the tar's modes and links the prefix's files to those: without the
+    rule, a world-writable file in the prefix and a 0777 folder in the package cache."""
+    files = {name: content for name, (_, content, _) in MODED.items() if content is not None}
+    listed = [
+        {"_path": p, "path_type": "hardlink", "sha256": sha256(d), "size_in_bytes": len(d)}
+        for p, d in files.items()
+    ]
+    listed.append({"_path": "share/link", "path_type": "softlink", "size_in_bytes": 0})
+    info = [
+        *member("info/index.json", json.dumps(INDEX).encode()),
+        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
+    ]
+    payload = [part for name, (mode, content, _) in MODED.items() for part in _moded(name, mode, content)]
+    payload += _moded("share/link", 0o777, target="open/world-writable.txt")
+    content = conda(info, payload) if suffix == ".conda" else tar_bz2([*info, *payload])
+    channel, _ = channel_with(tmp_path, f"{STEM}{suffix}", content)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    prefix = tmp_path / "prefix"
+    done = run_toolkit(["channel", "install", str(channel), "evil", "--prefix", str(prefix)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    (unpacked,) = (p.parent.parent for p in (tmp_path / "cache").rglob("info/index.json"))
+    for root in (prefix, unpacked):
+        modes = {name: f"{stat.S_IMODE((root / name).lstat().st_mode):04o}" for name in MODED}
+        assert modes == {name: f"{want:04o}" for name, (_, _, want) in MODED.items()}, root
+        assert (root / "share" / "link").is_symlink()
+        assert (root / "share" / "link").read_bytes() == b"w\n"
+    for path in [unpacked, *unpacked.rglob("*")]:  # the cache's folder itself and everything in it
+        mode = path.lstat().st_mode
+        assert stat.S_ISLNK(mode) or not mode & 0o7022, (path, f"{stat.S_IMODE(mode):04o}")
+    # The copy itself, in the toolkit's cache: rattler drops setuid and setgid as it unpacks, the copy has none.
+    (copy,) = (tmp_path / "xdg" / "flagtree-feedstock" / "repacked").glob(f"{RULES}/*/{STEM}{suffix}")
+    with open_package(copy) as package:
+        held = {item.name: item.mode for item in package if item.name in MODED}
+    assert held == {name: want for name, (_, _, want) in MODED.items()}
+
+
+def test_a_copy_that_reads_back_other_than_written_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy's record is made from the copy read again, and its members must be those read and written: a
+    writer that stores a name otherwise (here as a link script's, as the NUL of issue 47 item 4 was stored)
+    makes the package refused, and nothing is cached."""
+    real = tar_write.header
+
+    def storing_otherwise(item: Member) -> bytes:
+        return real(replace(item, name="bin/.evil-post-link.sh") if item.name == "share/evil.txt" else item)
+
+    monkeypatch.setattr(tar_write, "header", storing_otherwise)
+    _, package = channel_with(tmp_path, f"{STEM}.conda", _good_conda())
+    cache = tmp_path / "cache"
+    with pytest.raises(ChannelError) as caught:
+        repacked(package, cache)
+    assert str(caught.value).startswith(
+        f"{package} is refused, and was not used: its copy, read again, is not what was written: member 3 was "
+        "written as 'share/evil.txt' (file, 8 bytes, mode 0644) and reads as 'bin/.evil-post-link.sh' (file, 8 "
+        "bytes, mode 0644) (fix: "
+    )
+    assert [p for p in cache.rglob("*") if not p.is_dir()] == []

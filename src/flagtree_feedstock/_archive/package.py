@@ -8,7 +8,9 @@ nested ``sub/info-...`` or a second ``*.tar.zst`` among them. Each of the two is
 (:class:`.compressed.ZstdFrame`: a window of at most :data:`ZSTD_WINDOW`, nothing after it) of one tar, the
 info tar holding ``info/`` only and the pkg tar none of it. Every tar is read by
 :class:`.tar_stream.TarStream` within :data:`LIMITS` (no sparse member, no name read two ways, no size beyond
-the data, zeros only after its end), to the end of its data. Every zip entry's CRC-32 is checked.
+the data, zeros only after its end, no control character in a name or link target), to the end of its data.
+Every zip entry's CRC-32 is checked; no name, a zip entry's, a member's or the file's own, holds a control
+character.
 
 The members come ``info/`` first for a ``.conda`` (its info tar is read first, whatever the zip's order), in
 the archive's order for a ``.tar.bz2`` (every writer since conda-build 3 puts ``info/`` first there too).
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
 
 from .compressed import OneStream, ZstdFrame
-from .tar_stream import ArchiveDamaged, ArchiveRefused, Limits, Member, TarStream, shown
+from .tar_stream import ArchiveDamaged, ArchiveRefused, Limits, Member, TarStream, refuse_control, shown
 from .zip_stream import Entry, EntryReader, read_entries
 
 # What reading one package may cost. The largest package this feedstock builds, flagtree-llvm (an LLVM and
@@ -105,6 +107,8 @@ class Package:
         self._entries: dict[Section, Entry] = {}
         if fmt == "tar.bz2":
             self.stem = file_name.removesuffix(".tar.bz2")
+            # the copy's own name (a .conda's stem is its zip entries', checked as they are read)
+            _translated(lambda: refuse_control(self.stem, f"its file name {shown(file_name)}"))
         else:
             self.stem = _translated(lambda: self._layout(size))
 

@@ -16,6 +16,11 @@ than :class:`Limits` allow, whatever the headers claim:
   a global PAX header that renames or resizes, a PAX size other than the header's, a ustar prefix in a header
   that is not POSIX ustar, a name that is not UTF-8, a non-folder name ending in ``/``, and two members at one
   path (unless both are folders);
+- refused as a name with two readings: a control character (:data:`CONTROL`: C0, DEL, C1) anywhere in a
+  member's name or link target, whichever field holds it (the header's, a PAX ``path`` or ``linkpath``, a GNU
+  long name or long link). A NUL ends a name in C and in tar's own fields, so one reader keeps
+  ``bin/.x-post-link.sh\\0.txt`` whole and another cuts it to a link script; a GNU long name is read up to its
+  one closing NUL (Rust's ``tar`` drops the last byte only), so a NUL before it is in the name, and refused;
 - refused as what no archive of ours holds: an absolute name, a name with ``..``, a device file, a FIFO, a
   hard link to no earlier member, tar types beyond file, folder, symlink and hard link;
 - read to the end of the decompressed data: after the end-of-archive block (the first all-zero header, where
@@ -28,6 +33,7 @@ to :data:`SHOWN_CHARS` characters, with its length (:func:`shown`).
 
 from __future__ import annotations
 
+import re
 import tarfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +56,11 @@ _REFUSED_TYPES = {
     b"7": "a contiguous file (tar type '7'), which readers treat differently",
 }
 _POSIX_MAGIC = b"ustar\x0000"
+# The control characters refused in a name or link target: C0 (NUL to US) and DEL, which readers cut at or
+# keep (a NUL ends a C string and a tar field), and C1 (U+0080 to U+009F). C1 is read alike by every reader (two
+# UTF-8 bytes, no NUL), but it is terminal control (U+009B is CSI) in whatever shows the name, and no
+# package needs it: refusing it costs nothing.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class Readable(Protocol):
@@ -266,9 +277,9 @@ class TarStream:
             pending.kinds.add(kind)
             data = self._extended(info, "PAX" if kind in (b"x", b"g") else "GNU long-name")
             if kind == b"L":
-                pending.long_name = self._text(data.split(b"\0", 1)[0], "a GNU long name")
+                pending.long_name = self._text(_closed(data), "a GNU long name")
             elif kind == b"K":
-                pending.long_link = self._text(data.split(b"\0", 1)[0], "a GNU long link")
+                pending.long_link = self._text(_closed(data), "a GNU long link")
             elif kind == b"x":
                 pending.pax = _pax_records(data, self._current)
             else:
@@ -341,6 +352,7 @@ class TarStream:
         target = pending.pax.get(
             "linkpath", pending.long_link if pending.long_link is not None else info.linkname
         )
+        refuse_control(target, f"member {shown(name)}: its link target {shown(target)}")
         if member_kind == "hardlink":
             target = self._hard_link_target(name, target)
         elif member_kind == "symlink" and not target:
@@ -402,7 +414,9 @@ class _Pending:
 
 
 def _checked_name(name: str, kind: Kind) -> str:
-    """``name`` normalised, once it is relative, without ``..``, and ends in ``/`` only as a folder."""
+    """``name`` normalised, once it is relative, without ``..`` or a control character, and ends in ``/`` only
+    as a folder."""
+    refuse_control(name, f"member {shown(name)}: its name")
     if name.startswith("/"):
         raise ArchiveRefused(f"member {shown(name)} is an absolute path")
     if ".." in name.split("/"):
@@ -413,6 +427,22 @@ def _checked_name(name: str, kind: Kind) -> str:
     if not normal and kind != "dir":
         raise ArchiveRefused(f"member {shown(name)} has no name")
     return normal
+
+
+def refuse_control(text: str, what: str) -> None:
+    """Refuse ``text`` (``what`` it is, for the message) when it holds a :data:`CONTROL` character."""
+    found = CONTROL.search(text)
+    if found is not None:
+        raise ArchiveRefused(
+            f"{what} holds the control character {found[0]!r}: readers cut a name at a NUL or keep it whole, "
+            "and a terminal obeys the others, so no package's name holds one"
+        )
+
+
+def _closed(data: bytes) -> bytes:
+    """A GNU long name's or link's data without its closing NUL (only the last byte, as Rust's ``tar`` reads
+    it: a NUL before it stays in the name, and is refused there)."""
+    return data[:-1] if data.endswith(b"\0") else data
 
 
 def _padded(size: int) -> int:

@@ -5,6 +5,7 @@ target gets a GNU long-name header, as rattler-build's writer gives one), the da
 comes, padded to whole blocks, and the end is two zero blocks padded to a whole record, as :mod:`tarfile`
 ends an archive. Nothing but the member being written is held: :class:`tarfile.TarFile` would do the same
 given a file object per member, but a rewritten member is a stream of pieces here, not a file.
+:func:`normal_mode` is the mode the toolkit's copy of a package gives each member.
 """
 
 from __future__ import annotations
@@ -22,6 +23,19 @@ _TYPES: dict[Kind, bytes] = {
     "symlink": tarfile.SYMTYPE,
     "hardlink": tarfile.LNKTYPE,
 }
+
+
+def normal_mode(member: Member) -> int:
+    """The mode a copy gives ``member``: a folder 0755, a file (or hard link) 0755 where its header set any
+    executable bit, else 0644; a symlink keeps its own (Linux never reads a symlink's mode). No setuid, setgid
+    or sticky bit, nothing group- or world-writable: rattler unpacks a package into its cache with the tar's
+    modes and links the prefix's files to those. (A header's mode field holds 12 bits; some writers put the file
+    type's bits above them, which no writer keeps.)"""
+    if member.kind == "symlink":
+        return member.mode & 0o7777
+    if member.kind == "dir" or member.mode & 0o111:
+        return 0o755
+    return 0o644
 
 
 def header(member: Member) -> bytes:

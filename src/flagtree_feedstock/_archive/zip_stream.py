@@ -12,7 +12,8 @@ records, and refuses, naming the entry, every way they could differ:
   record's comment;
 - an entry whose local header says other than its record (name, flags, method, CRC, sizes), one written
   with a trailing data descriptor (its sizes are not in its header: a reader in order cannot tell where it
-  ends), an encrypted or compressed one (a ``.conda`` stores its entries), a name held twice.
+  ends), an encrypted or compressed one (a ``.conda`` stores its entries), a name held twice, a name with a
+  control character (:data:`.tar_stream.CONTROL`).
 
 Each entry is then read through :class:`EntryReader`, bounded by its size, its CRC-32 checked at its end.
 Zip64 sizes (rattler writes them in every header) are read from the extra field. Writing is
@@ -26,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .tar_stream import ArchiveDamaged, ArchiveRefused, shown
+from .tar_stream import ArchiveDamaged, ArchiveRefused, refuse_control, shown
 
 _LOCAL = b"PK\x03\x04"
 _CENTRAL = b"PK\x01\x02"
@@ -121,7 +122,11 @@ def _zip64(extra: bytes, wanted: int) -> list[int]:
 
 
 def _name(raw: bytes, flags: int) -> str:
-    return raw.decode("utf-8" if flags & _UTF8 else "cp437", "surrogateescape")
+    """An entry's name as its flags say to read it; one with a control character is refused (the name is
+    compared with what a ``.conda`` holds, and a NUL cuts it for one reader only)."""
+    name = raw.decode("utf-8" if flags & _UTF8 else "cp437", "surrogateescape")
+    refuse_control(name, f"the zip's entry {shown(name)}")
+    return name
 
 
 def _local_entries(file: BinaryIO, size: int) -> tuple[list[Entry], int]:

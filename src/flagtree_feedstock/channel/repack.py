@@ -6,7 +6,10 @@ reaches rattler from outside (a channel folder, a remote channel, a build's buil
 it as a file the toolkit wrote itself: :func:`repacked` reads the original with the toolkit's reader
 (:func:`flagtree_feedstock._archive.open_package`, which refuses what has two readings), writes the members it
 read, and only those, with the toolkit's writer at :data:`LEVEL` into a new file of the same name and format,
-and checks that copy whole (:func:`.folder.check_package`: paths, links, ``info/``, entry points, named after
+each member's mode made normal (files 0644, or 0755 where any executable bit was set; folders 0755; symlinks
+their own: nothing setuid, setgid, sticky, group- or world-writable reaches a package cache or a prefix), reads
+that copy again with the same reader, whose members must be those written, one for one (else it is refused in
+one line), makes the copy's record from that reading, and checks that copy whole (:func:`.folder.check_package`: paths, links, ``info/``, entry points, named after
 itself) before anyone uses it. The records handed to rattler point at the copy (its sha256, md5 and size).
 docs/security.md argues the choice against checking rattler's own extraction.
 
@@ -44,13 +47,15 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from itertools import zip_longest
 from pathlib import Path
 
-from flagtree_feedstock._archive import INFO_BYTES, UnsafePackage, open_package
+from flagtree_feedstock._archive import INFO_BYTES, PackageMember, UnsafePackage, open_package
 from flagtree_feedstock._archive.package_write import write_package
 from flagtree_feedstock._archive.tar_stream import shown
+from flagtree_feedstock._archive.tar_write import normal_mode
 from flagtree_feedstock._digest import file_digest
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
@@ -79,7 +84,7 @@ _ABANDONED = re.compile(rf"{re.escape(_INCOMING)}{OWNER}-.*")
 _RECORD_FIELDS = ("sha256", "md5", "size", "name", "link_scripts")
 CHUNK = 1 << 20
 INDEX = "info/index.json"
-# The info files a copy's record is made from, kept as they pass (each at most INFO_BYTES, the reader's bound).
+# The info files a copy's record is made from, read from the copy (each at most INFO_BYTES, the reader's bound).
 _KEPT = (INDEX, LINK)
 
 
@@ -271,10 +276,12 @@ def repacked(
         copy = scratch / digest / name
         copy.parent.mkdir()
         try:
-            package_name, scripts = write_copy(original, copy, name=name, source=source)
+            written = write_copy(original, copy, name=name, source=source)
         except ChannelError:
             check_package(original, source)  # the check's own refusal, where the original has one, says more
             raise
+        # The record is made from the copy as written, read again as the installer will get it.
+        package_name, paths = read_copy(copy, written, name=name, shown_as=original, source=source)
         check_package(copy, source, shown_as=original)  # every check, on what the installer will get
         record = Repacked(
             path=cache / _RULES / digest / name,
@@ -282,10 +289,10 @@ def repacked(
             md5=file_digest(copy, "md5").hex(),
             size=copy.stat().st_size,
             name=package_name,
-            link_scripts=scripts,
+            link_scripts=link_scripts(paths),
         )
-        written = {k: v for k, v in asdict(record).items() if k in _RECORD_FIELDS}
-        copy.with_name(f"{name}.json").write_text(json.dumps(written), encoding="utf-8")
+        fields = {k: v for k, v in asdict(record).items() if k in _RECORD_FIELDS}
+        copy.with_name(f"{name}.json").write_text(json.dumps(fields), encoding="utf-8")
         record = _put_in_place(copy.parent, record, cache)
         LOGGER.debug("repacked %s into %s", original, record.path)
         return record
@@ -350,40 +357,77 @@ def _remove_abandoned(cache: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def write_copy(original: Path, copy: Path, *, name: str, source: str | None) -> tuple[str, tuple[str, ...]]:
+def write_copy(original: Path, copy: Path, *, name: str, source: str | None) -> tuple[PackageMember, ...]:
     """Write the members of ``original`` (``name`` in its channel) that the toolkit's reader reads, and only
-    those, into the new package ``copy``, at :data:`LEVEL`: the name its ``info/index.json`` gives, and the
-    paths it would put into a prefix that are link scripts (every member's, and ``bin/`` of each noarch python
-    entry point). A refusal of the reader is one :class:`ChannelError` naming ``original`` (or ``source``)."""
+    those, into the new package ``copy``, at :data:`LEVEL`, each with its mode made normal
+    (:func:`flagtree_feedstock._archive.tar_write.normal_mode`): the members as written. A refusal of the reader
+    is one :class:`ChannelError` naming ``original`` (or ``source``)."""
     from .folder import refusals  # noqa: PLC0415 - folder.py hands its packages here
 
-    paths: list[str] = []
+    written: list[PackageMember] = []
+    with (
+        refusals(original, source),
+        open_package(original, name) as package,
+        write_package(copy, stem=package.stem, epoch=0, fmt=package.format, level=LEVEL) as out,
+    ):
+        payload = False
+        for member in package:
+            payload |= member.section == "pkg"
+            if payload and member.section == "info":  # a .tar.bz2's (a .conda's info tar is read first)
+                raise UnsafePackage(
+                    f"member {shown(member.name)} of info/ comes after payload members: the copy has its "
+                    "info/ first, as every conda-build since 3 writes it"
+                )
+            normal = replace(member, mode=normal_mode(member))
+            written.append(normal)
+            out.add(normal, iter(lambda: package.read(CHUNK), b""))
+    return tuple(written)
+
+
+def read_copy(
+    copy: Path, written: Sequence[PackageMember], *, name: str, shown_as: Path, source: str | None
+) -> tuple[str, tuple[str, ...]]:
+    """The copy ``copy`` read again, by the same reader, as the installer will get it: the name its
+    ``info/index.json`` gives, and the paths it would put into a prefix (every member's, and ``bin/`` of each
+    noarch python entry point), from which its record is made. Its members must be ``written``, the members as
+    read from the original and written: else one :class:`ChannelError` naming ``shown_as`` (or ``source``)."""
+    from .folder import refusals  # noqa: PLC0415 - folder.py hands its packages here
+
+    read: list[PackageMember] = []
     kept: dict[str, bytes] = {}
-    with refusals(original, source), open_package(original, name) as package:
-        with write_package(copy, stem=package.stem, epoch=0, fmt=package.format, level=LEVEL) as out:
-            payload = False
-            for member in package:
-                payload |= member.section == "pkg"
-                if payload and member.section == "info":  # a .tar.bz2's (a .conda's info tar is read first)
+    with refusals(shown_as, source), open_package(copy, name) as package:
+        for member in package:
+            read.append(member)
+            if member.name in _KEPT and member.kind == "file":
+                if member.size > INFO_BYTES:
                     raise UnsafePackage(
-                        f"member {shown(member.name)} of info/ comes after payload members: the copy has its "
-                        "info/ first, as every conda-build since 3 writes it"
+                        f"member {shown(member.name)} declares {member.size} bytes, above the {INFO_BYTES} an info "
+                        "file may have"
                     )
-                paths.append(member.name)
-                pieces = iter(lambda: package.read(CHUNK), b"")
-                if member.name in _KEPT and member.kind == "file":
-                    if member.size > INFO_BYTES:
-                        raise UnsafePackage(
-                            f"member {shown(member.name)} declares {member.size} bytes, above the {INFO_BYTES} an info "
-                            "file may have"
-                        )
-                    kept[member.name] = b"".join(pieces)
-                    pieces = iter((kept[member.name],))
-                out.add(member, pieces)
+                kept[member.name] = b"".join(iter(lambda: package.read(CHUNK), b""))
+        difference = _first_difference(written, read)
+        if difference is not None:
+            raise UnsafePackage(f"its copy, read again, is not what was written: {difference}")
         index = load_json(INDEX, kept.get(INDEX, b"{}"))
         link = load_json(LINK, kept[LINK]) if LINK in kept else {}
     package_name = index.get("name") if isinstance(index, dict) else None
     noarch = link.get("noarch") if isinstance(link, dict) else None
     points = noarch.get("entry_points") if isinstance(noarch, dict) else None
+    paths = [member.name for member in read]
     paths += [f"bin/{p.split('=', 1)[0].strip()}" for p in points or () if isinstance(p, str)]
-    return str(package_name or ""), link_scripts(paths)
+    return str(package_name or ""), tuple(paths)
+
+
+def _first_difference(written: Sequence[PackageMember], read: Sequence[PackageMember]) -> str | None:
+    """Where the members ``read`` back first differ from those ``written``, said in words; None if nowhere."""
+    for number, (wrote, got) in enumerate(zip_longest(written, read), start=1):
+        if wrote != got:
+            return f"member {number} was written as {_described(wrote)} and reads as {_described(got)}"
+    return None
+
+
+def _described(member: PackageMember | None) -> str:
+    if member is None:
+        return "nothing"
+    target = f" to {shown(member.target)}" if member.target else ""
+    return f"{shown(member.name)} ({member.kind}{target}, {member.size} bytes, mode {member.mode:04o})"
