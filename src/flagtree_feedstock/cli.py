@@ -33,6 +33,7 @@ from .channel.link_scripts import LinkScriptPolicy
 from .errors import ConfigurationError, FeedstockError, file_access_error
 from .platforms import DEFAULT_TARGET, PLATFORMS, PlatformName, check_can_build, host_platform, parse_platform
 from .recipe import staged_recipes
+from .recipe.package_scripts import allowed_by_recipe
 from .recipe.render import PIN_KEYS, RenderedOutput
 from .recipe.sources import output_sources, source_lines
 from .recipe.variants import variant_files
@@ -256,7 +257,8 @@ def _add_link_scripts_argument(parser: argparse.ArgumentParser) -> None:
         dest="allow_link_scripts",
         action="append",
         metavar="NAME",
-        help="let the package NAME run its link scripts (pre-link, post-link, pre-unlink) as it is installed "
+        help="let the package NAME run its link scripts (pre-link, post-link, pre-unlink) as it is installed, "
+        "and, in a build, its activation scripts (etc/conda/activate.d/...) as the environment is activated "
         "(repeatable); a package that carries any is refused otherwise",
     )
 
@@ -528,7 +530,10 @@ def _build_rattler(
         force=options.force,
         emulated=emulated,
         package_format=options.package_format,
-        link_scripts=LinkScriptPolicy.allowing(options.allow_link_scripts),
+        # The user's names and those the recipe's folder lists with their reasons (the compilers' activation).
+        link_scripts=LinkScriptPolicy.allowing(
+            (*options.allow_link_scripts, *allowed_by_recipe(options.recipe_dir))
+        ),
         # As _build rendered the plan, so the engine's worker renders the same packages.
         source=RecipeSource(
             recipe=recipe,

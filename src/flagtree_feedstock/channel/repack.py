@@ -15,7 +15,7 @@ beside it as ``<file name>.json``): a package is repacked once. A copy is writte
 cache named after its owner (``.incoming-<pid>.<start>-...``, removed on any failure or signal, and by the next
 repack once its owner is gone), checked there, and renamed into place, its record last: an entry with a record is
 whole. What the record keeps besides the digests is what the border needs again without reading the copy: the
-package's name and its link scripts (:mod:`.link_scripts`). The key is the original's sha256 as hashed before
+package's name, its link scripts and its activation scripts (:mod:`.link_scripts`). The key is the original's sha256 as hashed before
 it is read: a file changed meanwhile is cached under its old digest, still a copy of what was read and checked.
 """
 
@@ -38,7 +38,7 @@ from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock.errors import ChannelError
 
-from .link_scripts import link_scripts
+from .link_scripts import activation_scripts, link_scripts
 from .package_reader import LINK, load_json
 
 LOGGER = logging.getLogger(__name__)
@@ -47,7 +47,8 @@ LOGGER = logging.getLogger(__name__)
 LEVEL = 1
 _INCOMING = ".incoming-"
 _ABANDONED = re.compile(rf"{re.escape(_INCOMING)}{OWNER}-.*")
-_RECORD_FIELDS = ("sha256", "md5", "size", "name", "link_scripts")
+# A record without one of them (written before it was added) is no entry: the copy is made again.
+_RECORD_FIELDS = ("sha256", "md5", "size", "name", "link_scripts", "activation_scripts")
 CHUNK = 1 << 20
 INDEX = "info/index.json"
 # The info files a copy's record is made from, kept as they pass (each at most INFO_BYTES, the reader's bound).
@@ -57,7 +58,8 @@ _KEPT = (INDEX, LINK)
 @dataclass(frozen=True, kw_only=True)
 class Repacked:
     """A package's copy, written by the toolkit: where it is, its digests and size, the package's name (its
-    ``info/index.json``'s) and the paths it would put into a prefix that are link scripts."""
+    ``info/index.json``'s) and the paths it would put into a prefix that are link scripts, or activation
+    scripts."""
 
     path: Path
     sha256: str
@@ -65,6 +67,7 @@ class Repacked:
     size: int
     name: str
     link_scripts: tuple[str, ...]
+    activation_scripts: tuple[str, ...]
 
 
 def user_cache(env: Mapping[str, str]) -> Path:
@@ -95,6 +98,7 @@ def cached(original_sha256: str, file_name: str, cache: Path) -> Repacked | None
         size=size,
         name=str(record["name"]),
         link_scripts=tuple(str(p) for p in record["link_scripts"]),
+        activation_scripts=tuple(str(p) for p in record["activation_scripts"]),
     )
 
 
@@ -117,7 +121,7 @@ def repacked(
     try:
         copy = scratch / name
         try:
-            package_name, scripts = write_copy(original, copy, name=name, source=source)
+            package_name, scripts, activation = write_copy(original, copy, name=name, source=source)
         except ChannelError:
             check_package(original, source)  # the check's own refusal, where the original has one, says more
             raise
@@ -129,6 +133,7 @@ def repacked(
             size=copy.stat().st_size,
             name=package_name,
             link_scripts=scripts,
+            activation_scripts=activation,
         )
         written = {k: v for k, v in asdict(record).items() if k in _RECORD_FIELDS}
         (scratch / "record.json").write_text(json.dumps(written), encoding="utf-8")
@@ -150,11 +155,13 @@ def _remove_abandoned(cache: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def write_copy(original: Path, copy: Path, *, name: str, source: str | None) -> tuple[str, tuple[str, ...]]:
+def write_copy(
+    original: Path, copy: Path, *, name: str, source: str | None
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """Write the members of ``original`` (``name`` in its channel) that the toolkit's reader reads, and only
     those, into the new package ``copy``, at :data:`LEVEL`: the name its ``info/index.json`` gives, and the
     paths it would put into a prefix that are link scripts (every member's, and ``bin/`` of each noarch python
-    entry point). A refusal of the reader is one :class:`ChannelError` naming ``original`` (or ``source``)."""
+    entry point), and those that are activation scripts. A refusal of the reader is one :class:`ChannelError` naming ``original`` (or ``source``)."""
     from .folder import refusals  # noqa: PLC0415 - folder.py hands its packages here
 
     paths: list[str] = []
@@ -186,4 +193,4 @@ def write_copy(original: Path, copy: Path, *, name: str, source: str | None) -> 
     noarch = link.get("noarch") if isinstance(link, dict) else None
     points = noarch.get("entry_points") if isinstance(noarch, dict) else None
     paths += [f"bin/{p.split('=', 1)[0].strip()}" for p in points or () if isinstance(p, str)]
-    return str(package_name or ""), link_scripts(paths)
+    return str(package_name or ""), link_scripts(paths), activation_scripts(paths)
