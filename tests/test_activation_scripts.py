@@ -1,4 +1,4 @@
-"""Package code runs only where named (issue 47 item 8): a package of a build's environments whose activation
+"""Package code runs only where named (issue 47, its hole 8): a package of a build's environments whose activation
 scripts (``etc/conda/activate.d/*``, ``deactivate.d/*``, ``env_vars.d/*``) the engine would run as it activates
 the environment is refused by `build` in one line, as one with link scripts is, unless it is allowed by name:
 by ``--allow-link-scripts NAME`` or by the recipe folder's ``allowed_package_scripts.txt``.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_sources import Sources
 from _toy import RECIPES, build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.channel.link_scripts import activation_scripts
-from flagtree_feedstock.errors import ChannelError
-from flagtree_feedstock.recipe.package_scripts import FILE_NAME
+from flagtree_feedstock.errors import ChannelError, ConfigurationError
+from flagtree_feedstock.recipe.package_scripts import FILE_NAME, allowed_by_recipe
 
 SCRIPT = "etc/conda/activate.d/x.sh"
 
@@ -151,8 +152,30 @@ def test_a_malformed_list_stops_the_build_in_one_line(listed: str, why: str, tmp
     assert refused.returncode == 2, refused.stderr
     line = listed.count("\n") + 2  # after the comment and the blank line
     path = tmp_path / "repository" / "recipe" / FILE_NAME
-    assert error_line(refused.stderr).startswith(f"flagtree-feedstock: error: {path}, line {line}: {why} (fix: ")
+    assert error_line(refused.stderr).startswith(
+        f"flagtree-feedstock: error: {path}, line {line}: {why} (fix: "
+    )
     assert not planted.exists()
+
+
+def test_a_list_that_leads_out_of_the_repository_is_refused(tmp_path: Path) -> None:
+    """The list is read as every repository file is (_own_files.py): a link that leaves the repository is not
+    followed, so a list elsewhere cannot allow a package. The build refuses any link in the recipe folder first
+    (engine_inputs.py); the reader refuses it on its own as well."""
+    planted = tmp_path / "planted"
+    channel, _ = _toy_dep(tmp_path, planted)
+    argv = _recipe_with_list(tmp_path, "")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("toy-dep: from outside the repository\n")
+    listed = tmp_path / "repository" / "recipe" / FILE_NAME
+    listed.unlink()
+    listed.symlink_to(elsewhere)
+    refused = run_toolkit([*argv, *native_args(channel)], tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert "a package's info/ holds no links" in error_line(refused.stderr)
+    assert not planted.exists()
+    with pytest.raises(ConfigurationError, match=f"^recipe file {re.escape(str(listed))} .*this repository"):
+        allowed_by_recipe(listed.parent)
 
 
 def test_a_cached_copy_whose_record_predates_activation_scripts_is_made_again(tmp_path: Path) -> None:
