@@ -22,6 +22,8 @@ from _rehearsal_sources import ROOT, Sources
 from flagtree_feedstock.build.options import PackageFormat
 from flagtree_feedstock.build.plan import plan_builds
 from flagtree_feedstock.build.run import BuildSettings, ForeignTarget, run_plan
+from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
+from flagtree_feedstock.recipe.package_scripts import allowed_by_recipe
 from flagtree_feedstock.recipe.render import render
 
 # What a copy of the recipe needs around recipe/: the patches, the variant files, and flagtree-doctor's source
@@ -110,7 +112,9 @@ def build(
     """Build the outputs ``names`` of ``root``'s recipe into ``channel_dir`` (which may hold earlier ones).
 
     ``build_platform`` linux-64 is a cross build; ``extra_channels`` come before the stub channel (the cross
-    rehearsal's linux-64 stubs).
+    rehearsal's linux-64 stubs). The packages allowed to run their scripts are those the recipe's folder lists,
+    as for ``flagtree-feedstock build`` with no ``--allow-link-scripts``: the stand-in compilers carry
+    activation scripts, as conda-forge's do.
     """
     recipe = root / "recipe" / "recipe.yaml"
     outputs = render(recipe, (variant_file,), target=TARGET, build=build_platform)
@@ -120,6 +124,7 @@ def build(
         test=test,
         keep_build=keep_build,
         package_format=package_format,
+        link_scripts=LinkScriptPolicy.allowing(tuple(allowed_by_recipe(recipe.parent))),
         foreign=ForeignTarget(
             recipe=recipe,
             variant_files=(variant_file,),

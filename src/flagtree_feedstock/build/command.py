@@ -22,6 +22,7 @@ from flagtree_feedstock.channel.folder import check_channels
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.platforms import PlatformName, check_can_build, host_platform
+from flagtree_feedstock.recipe.package_scripts import allowed_by_recipe
 from flagtree_feedstock.recipe.render import RenderedOutput
 from flagtree_feedstock.recipe.variants import variant_files
 
@@ -172,7 +173,10 @@ def _build_rattler(
         force=options.force,
         emulated=emulated,
         package_format=options.package_format,
-        link_scripts=LinkScriptPolicy.allowing(options.allow_link_scripts),
+        # The user's names and those the recipe's folder lists with their reasons (the compilers' activation).
+        link_scripts=LinkScriptPolicy.allowing(
+            (*options.allow_link_scripts, *allowed_by_recipe(options.recipe_dir))
+        ),
         # As build() rendered the plan, so the engine's worker renders the same packages.
         source=RecipeSource(
             recipe=recipe,

@@ -51,7 +51,8 @@ class BuildOptions:
     # rather than notes (recipe.variants).
     strict: bool = False
     # The packages (by name) whose link scripts may run as the engine installs them into the build's
-    # environments (channel.link_scripts); a package that carries any is refused otherwise.
+    # environments, and whose activation scripts may run as it activates them (channel.link_scripts), besides
+    # those the recipe's folder lists (recipe.package_scripts); a package that carries any is refused otherwise.
     allow_link_scripts: tuple[str, ...] = ()
 
     def summary(self) -> str:

@@ -72,7 +72,7 @@ def repacked_channel(
 ) -> bool:
     """Have the engine solve ``call`` alone; put the toolkit's copy (from ``cache``) of each package of its
     solution into ``channel`` and index it; remote ones are downloaded with ``authorize`` first. A package
-    that carries link scripts ``link_scripts`` does not allow is refused. Whether the engine could solve it
+    that carries link or activation scripts ``link_scripts`` does not allow is refused. Whether the engine could solve it
     (``channel`` is then the build call's first channel)."""
     scratch = channel.parent
     solve = replace(call, mode="solve", events=False, up_to=call.up_to or (call.key[0] if call.key else None))
@@ -107,7 +107,10 @@ def repacked_channel(
                     authorize=authorize,
                 )
         copy = repacked(original, cache, file_name=name, source=source)
-        link_scripts.admit(copy.name, copy.link_scripts, where=source or str(original))
+        # The engine activates the build and host environments: their activation scripts are refused too.
+        link_scripts.admit(
+            copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
+        )
         _link(copy.path, channel / subdir / name)
     index_channel(channel, check=False)  # each was checked as it was repacked
     return True

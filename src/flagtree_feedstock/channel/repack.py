@@ -19,7 +19,7 @@ is repacked once under one set of rules. A copy is written in a scratch folder o
 (``.incoming-<pid>.<start>-...``, removed on any failure or signal, and by the next repack once its owner is
 gone), as a whole entry folder (copy and record), checked there, and that folder is renamed into place: an entry
 is whole or absent. What the record keeps besides the digests is what the border needs again without reading the
-copy: the package's name and its link scripts (:mod:`.link_scripts`). The key is the original's sha256 as hashed
+copy: the package's name, its link scripts and its activation scripts (:mod:`.link_scripts`). The key is the original's sha256 as hashed
 before it is read: a file changed meanwhile is cached under its old digest, still a copy of what was read and
 checked.
 
@@ -61,7 +61,7 @@ from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock.errors import ChannelError, FileAccessError
 
-from .link_scripts import link_scripts
+from .link_scripts import activation_scripts, link_scripts
 from .package_reader import LINK, load_json
 
 LOGGER = logging.getLogger(__name__)
@@ -81,7 +81,8 @@ _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _INCOMING = ".incoming-"
 _SET_ASIDE = ".set-aside-"
 _ABANDONED = re.compile(rf"{re.escape(_INCOMING)}{OWNER}-.*")
-_RECORD_FIELDS = ("sha256", "md5", "size", "name", "link_scripts")
+# A record without one of them (written before it was added) is no entry: the copy is made again.
+_RECORD_FIELDS = ("sha256", "md5", "size", "name", "link_scripts", "activation_scripts")
 CHUNK = 1 << 20
 INDEX = "info/index.json"
 # The info files a copy's record is made from, read from the copy (each at most INFO_BYTES, the reader's bound).
@@ -91,7 +92,8 @@ _KEPT = (INDEX, LINK)
 @dataclass(frozen=True, kw_only=True)
 class Repacked:
     """A package's copy, written by the toolkit: where it is, its digests and size, the package's name (its
-    ``info/index.json``'s) and the paths it would put into a prefix that are link scripts."""
+    ``info/index.json``'s) and the paths it would put into a prefix that are link scripts, or activation
+    scripts."""
 
     path: Path
     sha256: str
@@ -99,6 +101,7 @@ class Repacked:
     size: int
     name: str
     link_scripts: tuple[str, ...]
+    activation_scripts: tuple[str, ...]
 
 
 def user_cache(env: Mapping[str, str]) -> Path:
@@ -218,6 +221,7 @@ def _proven(rules: int, cache: Path, digest: str, name: str) -> Repacked | None:
         size=size,
         name=str(record["name"]),
         link_scripts=tuple(str(p) for p in record["link_scripts"]),
+        activation_scripts=tuple(str(p) for p in record["activation_scripts"]),
     )
 
 
@@ -290,6 +294,7 @@ def repacked(
             size=copy.stat().st_size,
             name=package_name,
             link_scripts=link_scripts(paths),
+            activation_scripts=activation_scripts(paths),
         )
         fields = {k: v for k, v in asdict(record).items() if k in _RECORD_FIELDS}
         copy.with_name(f"{name}.json").write_text(json.dumps(fields), encoding="utf-8")

@@ -18,6 +18,7 @@ def add_link_scripts_argument(parser: argparse.ArgumentParser) -> None:
         dest="allow_link_scripts",
         action="append",
         metavar="NAME",
-        help="let the package NAME run its link scripts (pre-link, post-link, pre-unlink) as it is installed "
+        help="let the package NAME run its link scripts (pre-link, post-link, pre-unlink) as it is installed, "
+        "and, in a build, its activation scripts (etc/conda/activate.d/...) as the environment is activated "
         "(repeatable); a package that carries any is refused otherwise",
     )

@@ -5,6 +5,7 @@
 - :mod:`.sources`: each rendered output's sources, as the engine will fetch them;
 - :mod:`.engine_inputs`: the build scripts, patches and recipe folder the engine reads itself, checked first;
 - :mod:`.pins`: the pins of ``recipe/conda_build_config.yaml``, read and rewritten in place.
+- :mod:`.package_scripts`: the packages the recipe folder allows to run their link and activation scripts.
 - :mod:`.staged_recipes`: the recipe folder of a conda-forge staged-recipes pull request, computed from it.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
