@@ -68,7 +68,7 @@ cmake_args=(
 # build and host prefixes beside it), which differs from build to build, is mapped
 # out of what the compilers write into the archives (__FILE__ in LLVM's assertion and diagnostic strings).
 # A folder with a blank cannot be one flag (CMake splits CFLAGS at blanks); conda's own flags cannot hold one
-# either, and flagtree-feedstock never builds in one (build/output_dir.py, staging_parent).
+# either, and flagtree-feedstock never builds in one (builder/output_dir.py, staging_parent).
 build_root="$(dirname "${SRC_DIR}")"
 if [[ "${build_root}" != *[[:space:]]* ]]; then
   CFLAGS="${CFLAGS:-} -ffile-prefix-map=${build_root}=/usr/src/llvm-build"

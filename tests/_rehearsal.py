@@ -19,9 +19,9 @@ import yaml
 
 from _rehearsal_channel import PY, TARGET
 from _rehearsal_sources import ROOT, Sources
-from flagtree_feedstock.build.options import PackageFormat
-from flagtree_feedstock.build.plan import plan_builds
-from flagtree_feedstock.build.run import BuildSettings, ForeignTarget, run_plan
+from flagtree_feedstock.builder.options import PackageFormat
+from flagtree_feedstock.builder.plan import plan_builds
+from flagtree_feedstock.builder.run import BuildSettings, ForeignTarget, run_plan
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.recipe.package_scripts import allowed_by_recipe
 from flagtree_feedstock.recipe.render import render

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flagtree_feedstock.build.plan import BuildStep, plan_builds
-from flagtree_feedstock.build.run import classify_build_error
+from flagtree_feedstock.builder.plan import BuildStep, plan_builds
+from flagtree_feedstock.builder.run import classify_build_error
 from flagtree_feedstock.errors import (
     BuildFailedError,
     ConfigurationError,

@@ -84,7 +84,7 @@ def test_python_and_output_choices_are_checked_before_anything_else(
     mode: tuple[str, ...],
 ) -> None:
     """As a render, and as a build on a host that cannot build the target: the choice is named first."""
-    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-64")
+    monkeypatch.setattr("flagtree_feedstock.builder.command.host_platform", lambda: "linux-64")
     options, message = CHOICES[choice]
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, *mode, *options)) == 2
@@ -140,7 +140,7 @@ def test_options_that_cannot_work_are_named_before_the_host_check(
     options: tuple[str, ...],
     message: str,
 ) -> None:
-    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-64")
+    monkeypatch.setattr("flagtree_feedstock.builder.command.host_platform", lambda: "linux-64")
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, *options)) == 2
     assert error_line(capsys.readouterr().err) == f"flagtree-feedstock: error: {message}"
@@ -352,7 +352,7 @@ def test_keep_build_keeps_the_failed_work_folder(
 def test_host_that_cannot_build_the_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-64")
+    monkeypatch.setattr("flagtree_feedstock.builder.command.host_platform", lambda: "linux-64")
     out = tmp_path / "channel"
     assert main(build_args("toy-multi", out, "--target-platform", "linux-aarch64")) == 5
     assert error_line(capsys.readouterr().err) == (
@@ -393,7 +393,7 @@ def test_conda_build_tool_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no conda, no conda-build on this PATH
-    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-64")
+    monkeypatch.setattr("flagtree_feedstock.builder.command.host_platform", lambda: "linux-64")
     recipe = tmp_path / "recipe"
     recipe.mkdir()
     (recipe / "meta.yaml").write_text("package: {name: toy, version: '1.0'}\n")
@@ -440,10 +440,10 @@ def test_cross_builds_run_their_tests_only_under_an_emulator(
     emulator: str | None,
     strategy: str,
 ) -> None:
-    from flagtree_feedstock.build import run as build_run  # noqa: PLC0415
+    from flagtree_feedstock.builder import run as build_run  # noqa: PLC0415
 
     seen = []
-    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-64")
+    monkeypatch.setattr("flagtree_feedstock.builder.command.host_platform", lambda: "linux-64")
     monkeypatch.setattr(build_run, "run_plan", lambda plan, settings, **_: seen.append(settings) or [])
     if emulator:
         monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from _stub_channel import write_package
-from flagtree_feedstock.build import conda_build
-from flagtree_feedstock.build.conda_build import CondaBuildRequest
+from flagtree_feedstock.builder import conda_build
+from flagtree_feedstock.builder.conda_build import CondaBuildRequest
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError
 
 

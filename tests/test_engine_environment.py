@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from flagtree_feedstock.build import _worker
-from flagtree_feedstock.build._worker import EngineCall, engine_environment, run_engine
+from flagtree_feedstock.builder import _worker
+from flagtree_feedstock.builder._worker import EngineCall, engine_environment, run_engine
 
 BARE_PATH = "/usr/bin:/bin"
 

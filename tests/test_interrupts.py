@@ -34,7 +34,7 @@ from conftest import ignored_and_blocked
 from flagtree_doctor.interrupts import Interrupted, catch_signals
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._processes import Process
-from flagtree_feedstock.build import output_dir
+from flagtree_feedstock.builder import output_dir
 from flagtree_feedstock.errors import FeedstockError
 
 VENV_BIN = Path(sys.executable).parent
@@ -48,7 +48,7 @@ ENDINGS = {
     signal.SIGTERM: ("flagtree-feedstock: terminated (SIGTERM)", 143),
     signal.SIGHUP: ("flagtree-feedstock: terminated (SIGHUP)", 129),
 }
-# The worker's watchdog, as /proc/PID/comm names it (build/_worker.py).
+# The worker's watchdog, as /proc/PID/comm names it (builder/_worker.py).
 WATCHDOG = "flagtree-watch"
 
 

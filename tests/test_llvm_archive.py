@@ -494,7 +494,7 @@ def test_render_only_of_a_url_does_not_download_it(env, capsys):
 
 
 def test_the_options_may_come_from_the_environment():
-    from flagtree_feedstock.build.options import from_cli  # noqa: PLC0415
+    from flagtree_feedstock.builder.options import from_cli  # noqa: PLC0415
 
     env = {"FLAGTREE_FEEDSTOCK_LLVM_ARCHIVE": "/a.tar.gz", "FLAGTREE_FEEDSTOCK_LLVM_ARCHIVE_SHA256": "e" * 64}
     options = from_cli({}, env)
@@ -503,7 +503,7 @@ def test_the_options_may_come_from_the_environment():
 
 
 def test_conda_build_reads_the_archive_s_variant_file_after_the_global_one(tmp_path, monkeypatch):
-    from flagtree_feedstock.build import conda_build  # noqa: PLC0415
+    from flagtree_feedstock.builder import conda_build  # noqa: PLC0415
 
     monkeypatch.setattr(conda_build._subprocess, "which", lambda name, install_hint: f"/bin/{name}")
     (tmp_path / "meta.yaml").write_text("")

@@ -21,9 +21,9 @@ import zstandard
 
 from _package_diff import members as all_members
 from _toy import build_args, make_empty_channel, native_args
-from flagtree_feedstock.build import reproducible
-from flagtree_feedstock.build.landing import land_package
-from flagtree_feedstock.build.local_paths import local_folders, scrub_text
+from flagtree_feedstock.builder import reproducible
+from flagtree_feedstock.builder.landing import land_package
+from flagtree_feedstock.builder.local_paths import local_folders, scrub_text
 from flagtree_feedstock.channel.folder import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 
@@ -120,7 +120,7 @@ def test_built_packages_carry_no_local_folder(built: tuple[Path, Path]) -> None:
             assert b"file://" not in data, f"{package.name}: {name} holds a file:// URL"
         about = json.loads(members(package)["info/about.json"])
         # The staging folder and the local channel; toy-py, which has a host environment, also the channel of
-        # the toolkit's copies its step was given first (build/remote_packages.py).
+        # the toolkit's copies its step was given first (builder/remote_packages.py).
         local_channels = 3 if package.name.startswith("toy-py-") else 2
         assert about["channels"] == ["local/"] * local_channels
         # What the package says of its compression is true of it: the landing's final level.

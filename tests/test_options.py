@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from flagtree_feedstock.build.options import BuildOptions, from_cli
+from flagtree_feedstock.builder.options import BuildOptions, from_cli
 from flagtree_feedstock.errors import ConfigurationError
 
 

@@ -2,7 +2,7 @@
 
 conda-forge's compiler activation writes the build's prefixes into CFLAGS, LDFLAGS and CMAKE_ARGS unquoted, so
 no compile can work under a folder with a space (ctng-compiler-activation-feedstock issue 188): the toolkit
-builds in a folder above such an output folder (build/output_dir.py, staging_parent), and the packages land in
+builds in a folder above such an output folder (builder/output_dir.py, staging_parent), and the packages land in
 the output folder itself. Real builds (py-rattler-build, offline), real installs (py-rattler).
 """
 

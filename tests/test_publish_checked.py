@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from _toy import build_args, error_line, leftovers, native_args, published
-from flagtree_feedstock.build import run
+from flagtree_feedstock.builder import run
 from flagtree_feedstock.cli import main
 
 # <sys/inotify.h>

@@ -343,7 +343,7 @@ def test_the_native_build_under_a_folder_with_a_space_and_chinese_characters(
 ) -> None:
     """The whole plan of a copy of the recipe, built into a channel folder beside it, both under
     ".../构建/My Projects/", then installed into a prefix there and activated (issue 23 item 5). The engine
-    works above the space (conda's compiler flags cannot hold one: build/output_dir.py, staging_parent), so its
+    works above the space (conda's compiler flags cannot hold one: builder/output_dir.py, staging_parent), so its
     work folder and prefixes hold the Chinese characters; the recipe folder, the flagtree-doctor source
     (``path: ..``), the channel folder and the prefix hold both."""
     base = tmp_path / "构建" / "My Projects"

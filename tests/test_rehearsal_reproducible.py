@@ -20,7 +20,7 @@ import pytest
 from _package_diff import diffoscope_report, first_difference
 from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_sources import ROOT, Sources
-from flagtree_feedstock.build.options import PackageFormat
+from flagtree_feedstock.builder.options import PackageFormat
 
 pytestmark = pytest.mark.rehearsal
 

@@ -157,7 +157,7 @@ def test_a_channel_s_secrets_are_nowhere_but_in_its_requests(
         "(conda-forge needs network access))"
     )
     assert f"channels: {shown}" in done.stderr  # the start-up summary
-    workers = [c for c in children if "flagtree_feedstock.build._worker" in c]
+    workers = [c for c in children if "flagtree_feedstock.builder._worker" in c]
     assert workers, children
     for text in (done.stdout, done.stderr, *children):
         assert not [s for s in SECRETS if s in text], text

@@ -440,12 +440,12 @@ def test_help_says_the_files_are_added() -> None:
 def test_conda_build_gets_the_root_file_as_e_and_the_added_ones_as_m(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flagtree_feedstock.build import conda_build  # noqa: PLC0415
+    from flagtree_feedstock.builder import conda_build  # noqa: PLC0415
 
     requests: list[conda_build.CondaBuildRequest] = []
     monkeypatch.setattr(conda_build, "build", lambda request: requests.append(request) or [])
     monkeypatch.setattr(conda_build._subprocess, "which", lambda name, install_hint: f"/bin/{name}")
-    monkeypatch.setattr("flagtree_feedstock.build.command.host_platform", lambda: "linux-aarch64")
+    monkeypatch.setattr("flagtree_feedstock.builder.command.host_platform", lambda: "linux-aarch64")
     added = tmp_path / "py312.yaml"
     added.write_text('python:\n  - "3.12"\n')
     argv = [

@@ -8,7 +8,7 @@ The package in layers, each importing only the layers below it (``tests/test_lay
    ``_paths``, ``_processes``, ``_progress``, ``_subprocess``;
    above them :mod:`._archive`, the archive layer (every zip, tar and compressed stream read or written);
 2. :mod:`.recipe` (variants, render, sources, pins) and :mod:`.channel` (channel folders, upload);
-3. :mod:`.bump` and :mod:`.llvm_archive` (both may use ``recipe``), then :mod:`.build` (the main job; it
+3. :mod:`.bump` and :mod:`.llvm_archive` (both may use ``recipe``), then :mod:`.builder` (the main job; it
    may use ``recipe``, ``channel`` and ``llvm_archive``);
 4. :mod:`.commands`: one module per command, its options and what it prints;
 5. the CLI: ``cli`` (the root parser and the table of commands), ``_entry``, ``__main__``.

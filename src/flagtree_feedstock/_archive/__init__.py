@@ -12,7 +12,7 @@ No other module of the toolkit imports :mod:`zipfile`, :mod:`tarfile`, ``zstanda
 :mod:`gzip`, :mod:`lzma` or :mod:`zlib` (``tests/test_archive_imports.py``).
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them) and nothing else of
-the package (``tests/test_layers.py``); ``channel``, ``build``, ``bump`` and ``llvm_archive`` import it.
+the package (``tests/test_layers.py``); ``channel``, ``builder``, ``bump`` and ``llvm_archive`` import it.
 """
 
 from __future__ import annotations

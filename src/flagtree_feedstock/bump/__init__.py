@@ -7,7 +7,7 @@
 - :mod:`._git`: one commit of a local clone, read through git's plumbing.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them), the archive layer
-(:mod:`flagtree_feedstock._archive`) and :mod:`flagtree_feedstock.recipe`; never ``build``, ``channel``, ``llvm_archive``,
+(:mod:`flagtree_feedstock._archive`) and :mod:`flagtree_feedstock.recipe`; never ``builder``, ``channel``, ``llvm_archive``,
 :mod:`flagtree_feedstock.commands` (which holds the command's options and its report) or the CLI
 (``tests/test_layers.py``).
 """

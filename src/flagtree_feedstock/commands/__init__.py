@@ -6,7 +6,7 @@ consoles of standard output and standard error; it returns the exit status and r
 for everything else. ``cli.py`` holds the root parser and the one table from name to module (its
 ``COMMANDS``), and is the one place that prints an error.
 
-- :mod:`.build`: ``build``, the main job (its steps are :func:`flagtree_feedstock.build.command.build`);
+- :mod:`.build`: ``build``, the main job (its steps are :func:`flagtree_feedstock.builder.command.build`);
 - :mod:`.channel`: ``channel index`` and ``channel install``;
 - :mod:`.upload`: ``upload``;
 - :mod:`.staged_recipes`: ``staged-recipes``;
@@ -16,7 +16,7 @@ for everything else. ``cli.py`` holds the root parser and the one table from nam
 
 Layer: above every other subpackage: it may import the top-level helpers (``flagtree_feedstock``'s docstring
 lists them), the archive layer (:mod:`flagtree_feedstock._archive`), :mod:`flagtree_feedstock.recipe`,
-:mod:`flagtree_feedstock.channel`, :mod:`flagtree_feedstock.build`, :mod:`flagtree_feedstock.bump` and
+:mod:`flagtree_feedstock.channel`, :mod:`flagtree_feedstock.builder`, :mod:`flagtree_feedstock.bump` and
 :mod:`flagtree_feedstock.llvm_archive`; never the CLI (``cli``, ``_entry``, ``__main__``), which imports it
 (``tests/test_layers.py``).
 """

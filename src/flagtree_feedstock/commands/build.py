@@ -1,6 +1,6 @@
 """``flagtree-feedstock build``: its options, the checks of their combinations, and what it prints.
 
-The build's steps themselves are :func:`flagtree_feedstock.build.command.build`; this module hands it the
+The build's steps themselves are :func:`flagtree_feedstock.builder.command.build`; this module hands it the
 options and shows what it returns: the rendered packages (``--render-only``: a table, or JSON, a contract:
 ``RENDER_SCHEMA_VERSION``) or the packages built and the ``conda install`` line that uses them.
 """
@@ -16,9 +16,9 @@ from rich.table import Table
 
 from flagtree_doctor.terminal import print_json
 from flagtree_feedstock import llvm_archive
-from flagtree_feedstock.build.command import Rendered, build
-from flagtree_feedstock.build.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
-from flagtree_feedstock.build.plan import plan_builds
+from flagtree_feedstock.builder.command import Rendered, build
+from flagtree_feedstock.builder.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
+from flagtree_feedstock.builder.plan import plan_builds
 from flagtree_feedstock.channel.folder import package_files
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.platforms import DEFAULT_TARGET, PLATFORMS
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Con
     if outcome.published is None:  # --render-only
         _print_rendered(outcome.rendered, out, as_json=args.json)
         if args.sbom is not None:
-            from flagtree_feedstock.build.sbom_files import write_rendered  # noqa: PLC0415 - the SBOM library loads for --sbom only
+            from flagtree_feedstock.builder.sbom_files import write_rendered  # noqa: PLC0415 - the SBOM library loads for --sbom only
 
             for path in write_rendered(
                 outcome.rendered.selected,

@@ -19,7 +19,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
     """Print the summary; a package that disagrees with its SBOM is an error."""
-    from flagtree_feedstock.build.sbom_files import check_package  # noqa: PLC0415 - loaded only when this command runs
+    from flagtree_feedstock.builder.sbom_files import check_package  # noqa: PLC0415 - loaded only when this command runs
 
     for line in check_package(args.package).lines():
         out.print(line, markup=False)

@@ -40,7 +40,7 @@ naming the sysroot version conda-forge has that is high enough.
 Modules: :mod:`.route` (the option checked, the variant file it becomes, what the render decides),
 :mod:`.fetch` (a URL downloaded, a folder packed), :mod:`.inspection` (what an archive holds) and
 :mod:`.cache` (the cache folder, files written whole). They may import the top-level helpers, the archive
-layer (:mod:`flagtree_feedstock._archive`) and :mod:`flagtree_feedstock.recipe`, never ``build``, ``channel``, ``bump`` or the CLI.
+layer (:mod:`flagtree_feedstock._archive`) and :mod:`flagtree_feedstock.recipe`, never ``builder``, ``channel``, ``bump`` or the CLI.
 """
 
 from __future__ import annotations

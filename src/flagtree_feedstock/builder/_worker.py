@@ -1,4 +1,4 @@
-"""One engine call in a process of its own: ``python -m flagtree_feedstock.build._worker CALL FDS PARENT``.
+"""One engine call in a process of its own: ``python -m flagtree_feedstock.builder._worker CALL FDS PARENT``.
 
 CALL is a descriptor, not the call: the call (its channels, which may carry a password, a token or a signed
 query) is read from an unlinked file of mode 0600 the worker inherits, because every local user can read a
