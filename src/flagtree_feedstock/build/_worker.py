@@ -77,9 +77,11 @@ class EngineCall:
     output ``up_to`` with ``python`` as the only python variant (cross builds: see build.ForeignTarget).
     ``solve``: the packages the engine would install into the build and host environments of the output
     ``up_to`` (its own render with solve, nothing built), the result's text (:func:`solved_packages`).
+    ``test``: the tests of the built ``package`` file (``test_package``), from ``channels`` only, with no
+    authentication file (:mod:`.package_tests`).
     """
 
-    mode: Literal["variant", "recipe", "solve"]
+    mode: Literal["variant", "recipe", "solve", "test"]
     recipe: str
     variant_files: tuple[str, ...]
     target_platform: str
@@ -94,6 +96,7 @@ class EngineCall:
     key: tuple[str, str, str] | None = None
     up_to: str | None = None
     python: str | None = None
+    package: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,6 +270,14 @@ def _run(call: EngineCall, events: _Forward) -> str:
 
     from flagtree_feedstock.recipe.render import engine_variants, render, variants_yaml  # noqa: PLC0415
 
+    if call.mode == "test":
+        with warnings.catch_warnings():
+            # Deprecated in favour of Package.run_test, one test at a time; this runs every test.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            rb.test_package(
+                Path(str(call.package)), channel=list(call.channels), auth_file=None, channel_priority="strict"
+            )
+        return ""
     if call.mode == "variant":
         outputs = render(
             Path(call.recipe),
