@@ -80,9 +80,11 @@ def run_tests(
     link_scripts: LinkScriptPolicy,
     env: Mapping[str, str],
     lock: FolderLock,
+    events: object | None,
 ) -> FeedstockError | None:
     """Test each of ``packages`` (the build ``call`` finished them; ``outputs`` by package stem rendered them)
-    in a ``test`` call of its own against its test copies (in ``scratch``, from ``cache``) and ``staging``.
+    in a ``test`` call of its own against its test copies (in ``scratch``, from ``cache``) and ``staging``;
+    ``events`` shows the engine's log, as for a build.
 
     ``strategy`` is the engine's: ``native`` tests only the packages this machine runs (its platform's and
     noarch), ``native-and-emulated`` every one. The first failure (a solve, a download, a repack, a refused link
@@ -115,12 +117,12 @@ def run_tests(
                 mode="test",
                 package=str(package),
                 channels=(copies.as_uri(), staging.as_uri()),  # the toolkit's folders only
-                events=False,
+                events=events is not None,
                 key=None,
                 up_to=None,
             )
             (scratch / "test-tmp").mkdir(exist_ok=True)
-            result = run_engine(test, events=None, env=_test_environment(env, scratch), lock=lock)
+            result = run_engine(test, events=events, env=_test_environment(env, scratch), lock=lock)
             if result.outcome != "ok":
                 raise failed_test(package, result.text, not_offered(package, (copies, staging)))
         except FeedstockError as exc:
@@ -316,7 +318,7 @@ def failed_test(package: Path, text: str, missing: Sequence[str]) -> BuildFailed
             fix="report it as a bug of flagtree-feedstock with the recipe's tests; --no-test builds without them",
         )
     return BuildFailedError(
-        f"the tests of {package.name} failed: {_first_line(text)}",
+        f"the tests of {package.name} failed: {_first_line(text).removeprefix('PyRattlerBuildError: ')}",
         fix="read the test's output above; --no-test builds without the tests",
     )
 

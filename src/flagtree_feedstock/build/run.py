@@ -210,6 +210,7 @@ def run_plan(
                     link_scripts=settings.link_scripts,
                     env=env,
                     lock=lock,
+                    events=engine_events,
                 )
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
