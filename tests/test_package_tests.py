@@ -12,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from rattler.index import index_fs
 
 from _hostile_packages import INDEX, Part, channel_with, member, sha256, tar_bz2
-from _toy import build_args, error_line, run_toolkit
+from _toy import build_args, error_line, make_empty_channel, run_toolkit
 from flagtree_feedstock.build import package_tests
+from flagtree_feedstock.build._worker import EngineCall, run_engine
+from flagtree_feedstock.channel.credentials import AUTH_VARIABLE
 from flagtree_feedstock.cli import main
+from flagtree_feedstock.platforms import host_platform
 
 
 def _toy_dep(tmp_path: Path, planted: Path) -> tuple[Path, Path]:
@@ -102,3 +106,62 @@ def test_a_package_the_toolkits_solve_did_not_take_is_installed_from_nowhere(
     )
     assert not planted.exists()
     assert not list(out.rglob("*.conda"))
+
+
+def test_the_test_call_reads_the_toolkits_folders_only_with_no_authentication_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's test call: channels the test copies and the staging folder, both written by the toolkit;
+    no authentication file, though the build had one."""
+    channel, _ = _toy_dep(tmp_path, tmp_path / "planted")
+    auth = tmp_path / "auth.json"
+    auth.write_text("{}\n")
+    monkeypatch.setenv(AUTH_VARIABLE, str(auth))
+    calls: list[tuple[EngineCall, dict[str, str]]] = []
+
+    def spy(call: EngineCall, *, events: object | None, env: dict[str, str], lock: object = None) -> object:
+        calls.append((call, dict(env)))
+        return run_engine(call, events=events, env=env, lock=lock)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(package_tests, "run_engine", spy)
+    out = tmp_path / "out"
+    assert main(_args(out, channel, "--allow-link-scripts", "toy-dep")) == 0
+    ((test, env),) = calls
+    assert test.mode == "test"
+    assert test.package is not None and Path(test.package).name == "toy-test-dep-1.0-h4616a5c_0.conda"
+    copies, staging = (Path(urlsplit(c).path) for c in test.channels)
+    assert [c.split(":")[0] for c in test.channels] == ["file", "file"]
+    assert staging == Path(test.package).parents[1] and staging.name.startswith(".out-staging-")
+    assert copies.parent.name == "tests" and copies.name == "toy-test-dep-1.0-h4616a5c_0"
+    assert AUTH_VARIABLE not in env
+    assert Path(env["RATTLER_CACHE_DIR"]).parent == copies.parents[1]  # a package cache of its own
+
+
+@pytest.mark.parametrize("emulator", [None, "/bin/true"], ids=["native-strategy", "emulated"])
+def test_a_foreign_package_is_tested_only_when_its_tests_can_be_emulated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, emulator: str | None
+) -> None:
+    """As the engine's strategies did: a cross build's package is not tested without an emulator
+    (CROSSCOMPILING_EMULATOR); with one, its tests' environment is solved for its platform and its script
+    runs here (toy-retest-lib's exits with 3: a shell script, which this machine runs whatever the target)."""
+    monkeypatch.setenv("TOY_TEST_EXIT", "3")
+    if emulator:
+        monkeypatch.setenv("CROSSCOMPILING_EMULATOR", emulator)
+    else:
+        monkeypatch.delenv("CROSSCOMPILING_EMULATOR", raising=False)
+    foreign = "linux-aarch64" if host_platform() == "linux-64" else "linux-64"
+    out = tmp_path / "out"
+    args = build_args(
+        "toy-retest",
+        out,
+        "--target-platform",
+        foreign,
+        "--build-platform",
+        host_platform(),
+        "--channel",
+        make_empty_channel(tmp_path / "empty").as_uri(),
+        "--output",
+        "toy-retest-lib",
+    )
+    assert main(args) == (8 if emulator else 0)
+    assert bool(list(out.glob(f"{foreign}/toy-retest-lib-*.conda"))) == (emulator is None)

@@ -86,17 +86,15 @@ def run_tests(
     in a ``test`` call of its own against its test copies (in ``scratch``, from ``cache``) and ``staging``;
     ``events`` shows the engine's log, as for a build.
 
-    ``strategy`` is the engine's: ``native`` tests only the packages this machine runs (its platform's and
-    noarch), ``native-and-emulated`` every one. The first failure (a solve, a download, a repack, a refused link
+    ``strategy`` is the engine's: ``native`` tests only the packages of the build platform (``call``'s, else
+    this machine's) and noarch ones, ``native-and-emulated`` every one. The first failure (a solve, a download, a repack, a refused link
     script, the test itself) is returned, once the package it was about and those not tested yet are set aside
     (:func:`set_aside`); a package that passed stays in ``staging``, to be published.
     """
-    machine = host_platform()
+    build_platform = call.build_platform or host_platform()
     for number, package in enumerate(packages):
-        if strategy != "native-and-emulated" and package.parent.name not in (machine, "noarch"):
-            LOGGER.info(
-                "not testing %s: built for %s, which this machine does not run", package.name, machine
-            )
+        if strategy != "native-and-emulated" and package.parent.name not in (build_platform, "noarch"):
+            LOGGER.info("not testing %s: a cross build's package, and no emulator", package.name)
             continue
         try:
             stem = package.name.removesuffix(".conda").removesuffix(".tar.bz2")
