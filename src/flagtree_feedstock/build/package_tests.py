@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._engine import require
@@ -47,9 +47,9 @@ from ._worker import EngineCall, run_engine
 from .remote_packages import _link, _place
 
 LOGGER = logging.getLogger(__name__)
-# How the engine's solver names a package no channel offers.
 # The package's tests, as the engine reads them.
 TESTS = "info/tests/tests.yaml"
+# How py-rattler's solver names a package no channel offers.
 _NO_CANDIDATES = re.compile(r"No candidates were found for ([^\s,]+)")
 
 
@@ -59,7 +59,7 @@ class Environment:
     test's build requirements) or for the package's own platform (``host``)."""
 
     specs: tuple[str, ...]
-    on: str
+    on: Literal["build", "host"]
 
 
 def finished(staging: Path, known: Collection[str], subdirs: Collection[str]) -> list[Path]:
@@ -87,9 +87,10 @@ def run_tests(
     ``events`` shows the engine's log, as for a build.
 
     ``strategy`` is the engine's: ``native`` tests only the packages of the build platform (``call``'s, else
-    this machine's) and noarch ones, ``native-and-emulated`` every one. The first failure (a solve, a download, a repack, a refused link
-    script, the test itself) is returned, once the package it was about and those not tested yet are set aside
-    (:func:`set_aside`); a package that passed stays in ``staging``, to be published.
+    this machine's) and noarch ones, ``native-and-emulated`` every one. The first failure (a solve, a
+    download, a repack, a refused link script, the test itself) is returned, once the package it was about and
+    those not tested yet are set aside (:func:`set_aside`); a package that passed stays in ``staging``, to be
+    published.
     """
     build_platform = call.build_platform or host_platform()
     for number, package in enumerate(packages):
@@ -100,7 +101,7 @@ def run_tests(
             stem = package.name.removesuffix(".conda").removesuffix(".tar.bz2")
             copies = _empty_channel(scratch / "tests" / stem, package.parent.name)
             output = outputs.get(stem)
-            if output is not None:
+            if output is not None:  # else no copies: the test fails naming what it needed (not_offered)
                 copy_test_packages(
                     package,
                     output,
