@@ -40,6 +40,7 @@ import rattler_build
 import yaml
 
 from _toy import make_empty_channel
+from flagtree_feedstock.platforms import host_platform
 
 STANDINS = Path(__file__).resolve().parent / "rehearsal"
 TARGET = "linux-aarch64"
@@ -332,7 +333,23 @@ def stub_names(channel: Path) -> set[str]:
 
 def build_rehearsal_channel(channel: Path, work: Path, cc: str, gcc_major: int) -> Path:
     """Build every stub package into ``channel`` (an indexed channel folder), compilers of ``gcc_major``."""
-    return build_stub_channel(_stubs(work, cc, gcc_major), channel, work, platform=TARGET)
+    stubs = _stubs(work, cc, gcc_major)
+    build_stub_channel(stubs, channel, work, platform=TARGET)
+    # py-rattler-build's test_package tests a noarch package (flagtree-doctor) for the machine that runs it:
+    # its python and pip for this machine too (the same interpreter: an x86_64 one, whatever the subdir).
+    here = host_platform()
+    if here != TARGET:
+        python = [stub for stub in stubs if stub.name in {"python", "python_abi", *PURE_PYTHON}]
+        extra = build_stub_channel(
+            python, work / "here" / "channel", work / "here", platform=here, name="rehearsal-stubs-here"
+        )
+        (channel / here).mkdir(exist_ok=True)
+        for package in (extra / here).glob("*.conda"):
+            shutil.move(package, channel / here / package.name)
+        from flagtree_feedstock.channel.folder import index_channel  # noqa: PLC0415
+
+        index_channel(channel)
+    return channel
 
 
 def build_stub_channel(

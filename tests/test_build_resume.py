@@ -115,7 +115,10 @@ def test_a_rebuilt_package_is_tested_with_its_own_tests(
     assert main([*args, "--force", "--output", "toy-retest-lib"]) == 8
     captured = capsys.readouterr()
     assert "toy-retest-lib's test exits with 7" in captured.err  # the new test ran...
-    assert "failed: Test failed" in error_line(captured.err)  # ...and failed, as it must
+    assert (
+        "toy-retest-lib-1.0-hb0f4dca_0.conda failed: failed to run test: IO Error: Script failed with status 7"
+        in error_line(captured.err)
+    )  # ...and failed, as it must
     assert not (home / ".cache" / "rattler").exists()  # the shared cache was never used
     # The package that failed its test (the engine moves it to broken/) is not published: the channel keeps
     # the one that passed.

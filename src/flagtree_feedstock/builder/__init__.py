@@ -4,6 +4,7 @@
 - :mod:`.options`: the ``build`` command's options, defaults in one place, one frozen object;
 - :mod:`.plan`: which packages to build, each once (pure);
 - :mod:`.run`: the plan run with py-rattler-build, each finished package published at once;
+- :mod:`.package_tests`: each finished package tested by a call of its own, from the toolkit's copies only;
 - :mod:`._worker`: one engine call in a process of its own session;
 - :mod:`.output_dir`: the output folder: its lock, the staging folder, packages landing, the package cache;
 - :mod:`.local_paths`: the build machine's folders taken out of a built package;

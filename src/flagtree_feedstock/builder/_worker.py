@@ -77,9 +77,11 @@ class EngineCall:
     output ``up_to`` with ``python`` as the only python variant (cross builds: see build.ForeignTarget).
     ``solve``: the packages the engine would install into the build and host environments of the output
     ``up_to`` (its own render with solve, nothing built), the result's text (:func:`solved_packages`).
+    ``test``: the tests of the built ``package`` file (``Package.run_tests``, the engine's ``test_package``),
+    from ``channels`` only, with no authentication file (:mod:`.package_tests`).
     """
 
-    mode: Literal["variant", "recipe", "solve"]
+    mode: Literal["variant", "recipe", "solve", "test"]
     recipe: str
     variant_files: tuple[str, ...]
     target_platform: str
@@ -94,6 +96,7 @@ class EngineCall:
     key: tuple[str, str, str] | None = None
     up_to: str | None = None
     python: str | None = None
+    package: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,6 +270,19 @@ def _run(call: EngineCall, events: _Forward) -> str:
 
     from flagtree_feedstock.recipe.render import engine_variants, render, variants_yaml  # noqa: PLC0415
 
+    if call.mode == "test":
+        # test_package's own run (the same engine code), with its log as progress events; from the channels
+        # given only, with no authentication file.
+        results = rb.Package.from_file(Path(str(call.package))).run_tests(
+            channel=list(call.channels),
+            channel_priority="strict",
+            auth_file=None,
+            progress_callback=events if call.events else None,
+        )
+        failed = next((r for r in results if not r.success), None)
+        if failed is not None:
+            raise rb.RattlerBuildError(failed.output[-1] if failed.output else "the test failed")
+        return ""
     if call.mode == "variant":
         outputs = render(
             Path(call.recipe),

@@ -44,6 +44,7 @@ from .output_dir import (
     seed_staging,
     staging_dir,
 )
+from .package_tests import finished, run_tests
 from .plan import BuildStep
 from .remote_packages import installs_packages, repacked_channel, step_channel
 from .reproducible import land_new_packages
@@ -196,10 +197,27 @@ def run_plan(
                     variant_files=source.variant_files,
                     progress=on_landing,
                 )
+                # The tests of what it finished, against the toolkit's copies only (package_tests.py).
+                failure = run_tests(
+                    finished(staging, known, subdirs) if result.outcome == "ok" and settings.test else [],
+                    {s.stem: s.output for s in plan},
+                    call,
+                    strategy=settings.test_strategy,
+                    scratch=Path(scratch),
+                    staging=staging,
+                    engine=engine,
+                    cache=cache_of_copies,
+                    link_scripts=settings.link_scripts,
+                    env=env,
+                    lock=lock,
+                    events=engine_events,
+                )
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
                 published += publish_new(
                     staging, channel_dir, known=known, subdirs=subdirs, force=settings.force
                 )
+                if failure is not None:
+                    raise failure
                 if result.outcome == "crash":
                     raise BuildFailedError(
                         f"building {step.describe()} failed: {shown_text(result.text, given)}",
@@ -234,7 +252,7 @@ def _engine_call(
         "build_platform": source.build_platform,
         "output_dir": str(staging),
         "channels": tuple(channels),
-        "test_strategy": settings.test_strategy,
+        "test_strategy": "skip",  # each package is tested in a call of its own (package_tests.py)
         "keep_build": settings.keep_build,
         # The engine's fastest level: the landing compresses once, at the final level (landing.py).
         "package_format": ENGINE_FORMATS[settings.package_format],
