@@ -25,7 +25,7 @@ from ._progress import ConsoleHandler, EngineEvents, landing_bars, new_progress
 from ._urls import one_line
 from .build.options import PACKAGE_FORMATS, TOOLS, BuildOptions, from_cli
 from .build.output_dir import check_output_dir
-from .build.plan import BuildStep, plan_builds, select_outputs
+from .build.plan import BuildStep, plan_builds, select_outputs, with_pinned
 from .bump.cli import add_bump_parser, run_bump
 from .channel.folder import check_channels, package_files
 from .channel.link_scripts import OPTION as LINK_SCRIPTS_OPTION
@@ -424,6 +424,7 @@ def _build(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: 
         published = _build_rattler(
             options,
             selected,
+            with_pinned(selected, outputs),
             err,
             build_platform=build_platform,
             emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
@@ -501,6 +502,7 @@ def install_hint(channel_dir: Path, published: Sequence[Path]) -> str:
 
 def _build_rattler(
     options: BuildOptions,
+    chosen: list[RenderedOutput],
     outputs: list[RenderedOutput],
     err: Console,
     *,
@@ -510,7 +512,8 @@ def _build_rattler(
 ) -> list[Path]:
     from .build.run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
-    plan = plan_builds(outputs)
+    # ``outputs``: the ``chosen`` ones and those they pin, whose packages their solve before the build needs.
+    plan = plan_builds(outputs, chosen={o.key for o in chosen})
     recipe = options.recipe_dir / "recipe.yaml"
     foreign = None
     if options.target_platform != host_platform():

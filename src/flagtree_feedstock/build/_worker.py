@@ -342,7 +342,7 @@ def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], scratch: Path) -> s
         json.dumps(cache, sort_keys=True): (cache, output)
         for output in outputs
         for cache in (output.get("recipe") or {}).get("staging_caches") or ()
-        if isinstance(cache, dict) and _environments(cache.get("requirements"))
+        if isinstance(cache, dict) and needs_environments(cache.get("requirements"))
     }
     for number, (cache, output) in enumerate(stagings.values()):
         staged = scratch / f"staging-{number}" / "recipe.yaml"
@@ -365,8 +365,9 @@ def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], scratch: Path) -> s
     )
 
 
-def _environments(requirements: object) -> bool:
-    """Whether ``requirements`` (a rendered recipe's) ask for a build or host environment."""
+def needs_environments(requirements: object) -> bool:
+    """Whether ``requirements`` (a rendered recipe's, or a staging output's) ask for a build or host
+    environment."""
     return isinstance(requirements, dict) and bool(requirements.get("build") or requirements.get("host"))
 
 

@@ -46,7 +46,7 @@ from flagtree_feedstock.channel.repack import repacked
 from flagtree_feedstock.errors import BuildFailedError, ChannelError, DependencyError
 from flagtree_feedstock.recipe.render import RenderedOutput
 
-from ._worker import EngineCall, run_engine, solved_packages
+from ._worker import EngineCall, needs_environments, run_engine, solved_packages
 
 _SUBDIR = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
 # The package name a rendered requirement (a match spec: "name >=1.0 build*") starts with.
@@ -58,14 +58,10 @@ def installs_packages(output: RenderedOutput) -> bool:
     staging output's it inherits from does (the engine makes that one's environments in the build call too)."""
     recipe = output.engine_variant.recipe.to_dict()
     return any(
-        _environments(part.get("requirements"))
+        needs_environments(part.get("requirements"))
         for part in (recipe, *(recipe.get("staging_caches") or ()))
         if isinstance(part, dict)
     )
-
-
-def _environments(requirements: object) -> bool:
-    return isinstance(requirements, dict) and bool(requirements.get("build") or requirements.get("host"))
 
 
 def presolve_channels(staging: Path, engine: EngineChannels) -> tuple[str, ...]:

@@ -146,7 +146,7 @@ def run_plan(
         todo = []
         for step in plan:
             held = held_package(channel_dir, step.stem, subdirs)
-            if held is not None and not settings.force:
+            if held is not None and (not settings.force or step.pinned_only):
                 LOGGER.info("reusing %s (already in %s; --force rebuilds it)", held.name, channel_dir)
                 continue
             todo.append(step)
