@@ -140,7 +140,7 @@ def test_a_remote_channel_that_refuses_the_solve_before_the_build_stops_it(
     assert done.returncode == 7, done.stderr
     assert error_line(done.stderr) == (
         "flagtree-feedstock: error: the build/host requirements of toy-host 1.0 hb0f4dca_0 could not be solved "
-        f"from {url}: Failed to resolve dependencies; nothing was built (fix: pass --channel with a reachable "
+        f"from {url} (fix: pass --channel with a reachable "
         "channel that has them (conda-forge needs network access))"
     )
     assert not planted.exists()

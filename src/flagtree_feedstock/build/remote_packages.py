@@ -149,10 +149,10 @@ def presolve_error(
             "was built",
             fix="rerun; if it fails again, report it as a bug of flagtree-feedstock with the output above",
         )
-    if "solve" in reason.lower() or "resolve" in reason.lower():
+    if "solve" in reason.lower():
         return DependencyError(
             f"the build/host requirements of {name} could not be solved from "
-            f"{', '.join(shown_url(c) for c in given[1:]) or 'no channel'}: {reason}; nothing was built",
+            f"{', '.join(shown_url(c) for c in given[1:]) or 'no channel'}",
             fix="pass --channel with a reachable channel that has them (conda-forge needs network access)",
         )
     return ChannelError(
