@@ -199,45 +199,57 @@ def _digest(path: Path) -> str:
 # ---- what the build call reads -------------------------------------------------------------------------------
 
 
-def _spied(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, str]]]:
-    """Every build call run_plan makes (not the solves before them), with its environment."""
+def _spied(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[tuple[Any, dict[str, str]]]:
+    """Every engine call ``module`` makes (run.py: the build calls; remote_packages.py: the solves before them),
+    with its environment."""
     calls: list[tuple[Any, dict[str, str]]] = []
-    real = run.run_engine
+    real = module.run_engine
 
     def spy(call: Any, *, events: object | None, env: dict[str, str], lock: object = None) -> Any:
         calls.append((call, dict(env)))
-        return real(call, events=events, env=env, lock=lock)  # type: ignore[arg-type]
+        return real(call, events=events, env=env, lock=lock)
 
-    monkeypatch.setattr(run, "run_engine", spy)
+    monkeypatch.setattr(module, "run_engine", spy)
     return calls
 
 
 @pytest.mark.parametrize("recipe", ["toy-host", "toy-epoch"])
-def test_the_build_call_reads_the_copies_and_the_staging_folder_only_without_credentials(
+def test_the_build_call_reads_the_copies_and_the_staging_folder_only_without_credentials(  # noqa: PLR0917 - pytest's fixtures
     recipe: str,
     tmp_path: Path,
     dep_channel: tuple[Path, Path],
+    serve: Callable[..., Served],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """No remote URL, no channel folder of the user's, no authentication file (not even the user's own) in
-    the build call, for a step with a host requirement and for one without any (its copies empty)."""
+    """No remote URL, no channel folder of the user's, no authentication file (neither the channels' nor the
+    user's own) in the build call, for a step with a host requirement and for one without any (its copies
+    empty); the solve before the build reads the channel with its password."""
     from flagtree_feedstock.cli import main  # noqa: PLC0415 - the toolkit in this process, to spy on it
 
     channel, _ = dep_channel
+    url, _ = serve(channel, [])
     auth = tmp_path / "auth.json"
     auth.write_text("{}")
     monkeypatch.setenv(AUTH_VARIABLE, str(auth))
     monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "cache"))
-    calls = _spied(monkeypatch)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")  # the tests' proxy is a dead end (tests/_toy.py)
+    builds, solves = _spied(monkeypatch, run), _spied(monkeypatch, remote_packages)
     out = tmp_path / "out"
-    argv = [*build_args(recipe, out, *native_args(channel)), "--allow-link-scripts", "toy-dep"]
-    assert main(argv) == 0, capsys.readouterr().err
-    (call, env), *_ = calls
+    given = url.replace("http://", "http://user:secret@")
+    argv = build_args(recipe, out, "--target-platform", "linux-64", "--no-test", "--channel", given)
+    assert main([*argv, "--allow-link-scripts", "toy-dep"]) == 0, capsys.readouterr().err
+    ((call, env),) = builds
     copies, staging = call.channels
     assert Path(copies.removeprefix("file://")).parent.name.startswith(".out-copies-")
     assert Path(staging.removeprefix("file://")).name.startswith(".out-staging-")
     assert AUTH_VARIABLE not in env
+    if recipe == "toy-host":  # the solve before it: the channel, with its credentials in a file of their own
+        ((solve, solve_env),) = solves
+        assert solve.channels == (staging, url)
+        assert solve_env[AUTH_VARIABLE] != str(auth)
+    else:
+        assert solves == []
 
 
 def test_a_package_the_build_needs_that_the_copies_lack_stops_it_naming_it(
