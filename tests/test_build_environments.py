@@ -274,3 +274,25 @@ def test_a_package_the_build_needs_that_the_copies_lack_stops_it_naming_it(
         "with the recipe)"
     )
     assert not list(out.rglob("*.conda"))
+
+
+# ---- the outputs a chosen one pins: steps of their own before it ---------------------------------------------
+
+
+def test_an_output_chosen_alone_has_what_it_pins_built_first_and_reused_even_with_force(
+    tmp_path: Path, empty_channel: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """toy-py pins toy-llvm: the solve before toy-py's build needs toy-llvm's package, so `--output toy-py`
+    builds toy-llvm first when the output folder lacks it, and reuses it when it holds it, --force or not
+    (--force rebuilds what was chosen)."""
+    from flagtree_feedstock.cli import main  # noqa: PLC0415 - the toolkit in this process, as test_cli_build
+
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("TOY_BUILD_LOG", str(log))
+    out = tmp_path / "channel"
+    argv = build_args("toy-multi", out, *native_args(empty_channel), "--output", "toy-py", "--python", "3.12")
+    assert main(argv) == 0, capsys.readouterr().err
+    assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.12"]
+    assert main([*argv, "--force"]) == 0, capsys.readouterr().err
+    assert log.read_text().splitlines() == ["toy-llvm", "toy-py 3.12", "toy-py 3.12"]
+    assert sorted(p.name.split("-1.0-")[0] for p in out.glob("linux-64/*.conda")) == ["toy-llvm", "toy-py"]
