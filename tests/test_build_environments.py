@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
@@ -26,6 +26,7 @@ from _hostile_packages import INDEX, Part, channel_with, member, sha256, tar_bz2
 from _timing import seconds
 from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.build import remote_packages, run
+from flagtree_feedstock.build._worker import EngineResult
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE
 from flagtree_feedstock.channel.package_reader import read_package
 
@@ -160,6 +161,42 @@ def test_a_remote_channel_that_answers_serves_the_build_through_the_copies(
     done = run_toolkit([*argv, "--allow-link-scripts", "toy-dep"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert planted.read_text() == "ran for toy-dep\n"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "text"),
+    [
+        ("crash", "the engine's process ended with status -9"),
+        ("error", "PyRattlerBuildError: variant key missing"),
+    ],
+)
+def test_a_solve_before_the_build_that_ends_otherwise_stops_it_before_the_build_call(  # noqa: PLR0917 - pytest parameters and fixtures
+    outcome: Literal["error", "crash"],
+    text: str,
+    tmp_path: Path,
+    dep_channel: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The worker of the solve before the build ends without the engine's answer, or the engine fails for
+    another reason than a solve: one line, and no build call is made."""
+    from flagtree_feedstock.cli import main  # noqa: PLC0415 - the toolkit in this process, to end its solve
+
+    channel, _ = dep_channel
+    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(
+        remote_packages, "run_engine", lambda *_a, **_k: EngineResult(outcome=outcome, text=text)
+    )
+    builds = _spied(monkeypatch, run)
+    out = tmp_path / "out"
+    assert main(build_args("toy-host", out, *native_args(channel))) == 8
+    assert error_line(capsys.readouterr().err) == (
+        "flagtree-feedstock: error: solving what the build of toy-host 1.0 hb0f4dca_0 would install, to repack "
+        f"it first, failed: {text.removeprefix('PyRattlerBuildError: ')}; nothing was built (fix: rerun; if it "
+        "fails again, report it as a bug of flagtree-feedstock with the output above)"
+    )
+    assert builds == []
+    assert not list(out.rglob("*.conda"))
 
 
 # ---- (b) a staging output's environments are the toolkit's copies ---------------------------------------------

@@ -138,27 +138,22 @@ def repacked_channel(
 
 def presolve_error(
     name: str, text: str, given: Sequence[str], *, crashed: bool
-) -> DependencyError | ChannelError | BuildFailedError:
+) -> DependencyError | BuildFailedError:
     """The one line for a solve before the build of ``name`` that failed with the engine's message ``text``
-    (``crashed``: the worker ended without the engine's answer); the secrets of ``given`` masked."""
+    (``crashed``: the worker ended without the engine's answer); the secrets of ``given`` masked. The engine
+    reports a channel it cannot read (refused, unreachable, a damaged index) as a solve that failed."""
     reason = text.strip().splitlines()[0] if text.strip() else "no message"
     reason = shown_text(reason.removeprefix("PyRattlerBuildError: "), given)
-    if crashed:
-        return BuildFailedError(
-            f"solving what the build of {name} would install, to repack it first, failed: {reason}; nothing "
-            "was built",
-            fix="rerun; if it fails again, report it as a bug of flagtree-feedstock with the output above",
-        )
-    if "solve" in reason.lower():
+    if not crashed and "solve" in reason.lower():
         return DependencyError(
             f"the build/host requirements of {name} could not be solved from "
             f"{', '.join(shown_url(c) for c in given[1:]) or 'no channel'}",
             fix="pass --channel with a reachable channel that has them (conda-forge needs network access)",
         )
-    return ChannelError(
-        f"what the build of {name} would install could not be read from its channels ({reason}); nothing was "
+    return BuildFailedError(
+        f"solving what the build of {name} would install, to repack it first, failed: {reason}; nothing was "
         "built",
-        fix="check that every --channel can be reached and answers, then rerun",
+        fix="rerun; if it fails again, report it as a bug of flagtree-feedstock with the output above",
     )
 
 
