@@ -332,7 +332,7 @@ def _run(call: EngineCall, events: _Forward) -> str:
             output_dir=Path(call.output_dir),
         )
         if call.mode == "solve":
-            return _solve(rb, Path(call.recipe), recipe, merged.with_name("rendered.json"))
+            return _solve(rb, Path(call.recipe), recipe, Path(scratch))
         rb.build_recipes(
             [Path(call.recipe)],
             **recipe,
@@ -344,20 +344,30 @@ def _run(call: EngineCall, events: _Forward) -> str:
     return ""
 
 
-def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], printed: Path) -> str:  # noqa: ANN401 - rattler_build
-    """The engine's own render with solve of ``recipe`` with ``arguments`` (it prints the rendered outputs as
-    JSON on its stdout, taken into the file ``printed``): the packages of their build and host environments,
-    as JSON."""
-    with printed.open("w+b") as out:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        os.dup2(out.fileno(), 1)
-        try:
-            rb.build_recipes([recipe], render_only=True, with_solve=True, **arguments)
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-    outputs = json.loads(printed.read_text(encoding="utf-8"))
+def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], scratch: Path) -> str:  # noqa: ANN401 - rattler_build
+    """The packages of every environment the engine makes to build ``recipe`` with ``arguments``, as JSON: the
+    build and host environments of each output (the engine's own render with solve) and of each staging output
+    they inherit from.
+
+    The engine's render with solve (py-rattler-build 0.73) resolves an output's own build and host
+    requirements only: a staging output (``recipe.staging_caches`` in its JSON) is solved as the build makes it.
+    So each staging output with requirements is solved as an output of its own: a recipe in ``scratch`` with
+    its name, the recipe's version, its rendered requirements and the output's variant."""
+    outputs = _render_with_solve(rb, recipe, arguments, scratch / "rendered.json")
+    stagings = {
+        json.dumps(cache, sort_keys=True): (cache, output)
+        for output in outputs
+        for cache in (output.get("recipe") or {}).get("staging_caches") or ()
+        if isinstance(cache, dict) and needs_environments(cache.get("requirements"))
+    }
+    for number, (cache, output) in enumerate(stagings.values()):
+        staged = scratch / f"staging-{number}" / "recipe.yaml"
+        staged.parent.mkdir()
+        staged.write_text(json.dumps(_staging_recipe(cache, output)), encoding="utf-8")
+        variant = (output.get("build_configuration") or {}).get("variant") or {}
+        overrides = {key: [value] for key, value in variant.items() if key != "target_platform"}
+        alone = {**arguments, "up_to": None, "variant_overrides": overrides or None}
+        outputs += _render_with_solve(rb, staged, alone, staged.with_name("rendered.json"))
     return json.dumps(
         [
             record
@@ -369,6 +379,43 @@ def _solve(rb: Any, recipe: Path, arguments: dict[str, Any], printed: Path) -> s
             or ()
         ]
     )
+
+
+def needs_environments(requirements: object) -> bool:
+    """Whether ``requirements`` (a rendered recipe's, or a staging output's) ask for a build or host
+    environment."""
+    return isinstance(requirements, dict) and bool(requirements.get("build") or requirements.get("host"))
+
+
+def _staging_recipe(cache: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:
+    """A recipe whose one output needs what the staging output ``cache`` of ``output`` needs: its build and host
+    requirements (and what it ignores of their run exports), nothing built."""
+    requirements = {
+        key: value
+        for key, value in (cache.get("requirements") or {}).items()
+        if key in ("build", "host", "ignore_run_exports")
+    }
+    version = str(((output.get("recipe") or {}).get("package") or {}).get("version") or "0")
+    return {
+        "package": {"name": str(cache.get("name") or "staging"), "version": version},
+        "requirements": requirements,
+    }
+
+
+def _render_with_solve(rb: Any, recipe: Path, arguments: dict[str, Any], printed: Path) -> list[Any]:  # noqa: ANN401 - rattler_build
+    """The engine's render with solve of ``recipe`` with ``arguments``: the rendered outputs it prints as JSON
+    on its stdout, taken into the file ``printed``."""
+    with printed.open("w+b") as out:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(out.fileno(), 1)
+        try:
+            rb.build_recipes([recipe], render_only=True, with_solve=True, **arguments)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    outputs = json.loads(printed.read_text(encoding="utf-8"))
+    return outputs if isinstance(outputs, list) else []
 
 
 def solved_packages(result: EngineResult) -> list[dict[str, Any]]:

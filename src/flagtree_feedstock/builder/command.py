@@ -28,7 +28,7 @@ from flagtree_feedstock.recipe.variants import variant_files
 
 from .options import BuildOptions
 from .output_dir import check_output_dir
-from .plan import BuildStep, plan_builds, select_outputs
+from .plan import BuildStep, plan_builds, select_outputs, with_pinned
 
 LOGGER = logging.getLogger(__name__)
 
@@ -103,6 +103,7 @@ def build(options: BuildOptions, env: Mapping[str, str], err: Console, *, render
         published = _build_rattler(
             options,
             selected,
+            with_pinned(selected, outputs),
             err,
             build_platform=build_platform,
             emulated=cross and bool(env.get("CROSSCOMPILING_EMULATOR")),
@@ -146,6 +147,7 @@ def check_inputs(options: BuildOptions) -> None:
 
 def _build_rattler(
     options: BuildOptions,
+    chosen: list[RenderedOutput],
     outputs: list[RenderedOutput],
     err: Console,
     *,
@@ -155,7 +157,8 @@ def _build_rattler(
 ) -> list[Path]:
     from .run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
 
-    plan = plan_builds(outputs)
+    # ``outputs``: the ``chosen`` ones and those they pin, whose packages their solve before the build needs.
+    plan = plan_builds(outputs, chosen={o.key for o in chosen})
     recipe = options.recipe_dir / "recipe.yaml"
     foreign = None
     if options.target_platform != host_platform():

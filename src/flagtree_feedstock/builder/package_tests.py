@@ -223,7 +223,10 @@ def copy_test_packages(
                     url, original, sha256=_hex(record.sha256), size=record.size, authorize=engine.authorize
                 )
         copy = repacked(original, cache, file_name=file_name, source=source)
-        link_scripts.admit(copy.name, copy.link_scripts, where=source or str(original))
+        # The engine activates the tests' environments: their activation scripts are refused too.
+        link_scripts.admit(
+            copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
+        )
         _link(copy.path, copies / where / file_name)
     if records:
         index_channel(copies, check=False)  # each was checked as it was repacked

@@ -5,7 +5,7 @@ The LLVM output renders to one build string for the whole python matrix, so it i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from flagtree_feedstock.errors import ConfigurationError, NothingToDoError
@@ -18,6 +18,9 @@ class BuildStep:
 
     output: RenderedOutput
     variants: int
+    # An output a chosen one pins, not chosen itself (:func:`with_pinned`): built when the output folder lacks
+    # it, reused even with --force.
+    pinned_only: bool = False
 
     @property
     def stem(self) -> str:
@@ -64,13 +67,41 @@ def select_outputs(
     return selected
 
 
+def with_pinned(
+    selected: Iterable[RenderedOutput], outputs: Iterable[RenderedOutput]
+) -> list[RenderedOutput]:
+    """``selected`` and every output of ``outputs`` they pin (``pin_subpackage``, at any depth), in render
+    order: a step's build/host environment is solved before its build from packages that exist, so what it
+    pins is a step of its own before it (the output folder's own copy is reused, :func:`.run.run_plan`)."""
+    outputs = list(outputs)
+    by_key = {o.key: o for o in outputs}
+    wanted = {o.key for o in selected}
+    todo = [key for o in outputs if o.key in wanted for key in o.pinned]
+    while todo:
+        key = todo.pop()
+        if key not in wanted and key in by_key:
+            wanted.add(key)
+            todo.extend(by_key[key].pinned)
+    return [o for o in outputs if o.key in wanted]
+
+
 def plan_builds(
-    outputs: Iterable[RenderedOutput], *, pythons: Sequence[str] = (), names: Sequence[str] = ()
+    outputs: Iterable[RenderedOutput],
+    *,
+    pythons: Sequence[str] = (),
+    names: Sequence[str] = (),
+    chosen: Collection[tuple[str, str, str]] | None = None,
 ) -> list[BuildStep]:
-    """Keep render order, drop python variants and outputs not asked for, build each distinct package once."""
+    """Keep render order, drop python variants and outputs not asked for, build each distinct package once.
+
+    ``chosen``: the keys of the outputs asked for, when ``outputs`` holds more (:func:`with_pinned`); the
+    others' steps are ``pinned_only``."""
     counts: dict[tuple[str, str, str], int] = {}
     first: dict[tuple[str, str, str], RenderedOutput] = {}
     for output in select_outputs(outputs, pythons=pythons, names=names):
         counts[output.key] = counts.get(output.key, 0) + 1
         first.setdefault(output.key, output)
-    return [BuildStep(output=o, variants=counts[k]) for k, o in first.items()]
+    return [
+        BuildStep(output=o, variants=counts[k], pinned_only=chosen is not None and k not in chosen)
+        for k, o in first.items()
+    ]

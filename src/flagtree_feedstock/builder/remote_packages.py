@@ -1,55 +1,80 @@
-"""What the engine installs into a build's build and host environments: the toolkit's own copies only.
+"""What the engine installs into a build's environments: the toolkit's own copies only, or no build.
 
-The engine solves, downloads and installs a step's build and host environments in the one call that builds
-it; what it takes from a channel, remote (``-c conda-forge``, ``-c https://…``) or local, is never seen by the
-toolkit there. So before each step whose recipe requires a build or host environment, the engine solves that
-step alone (a ``solve`` call of :mod:`._worker`: its own render with solve, nothing built), and every package
-of the solution, wherever it comes from (the staging folder's, a local channel's, or a remote one's, downloaded
-against the index's size and sha256 with the credentials of its origin), is repacked
-(:func:`..channel.repack.repacked`: read by the toolkit's reader, written by its writer, checked whole,
-cached by the original's sha256 beside the output folder) into a channel folder of that step's own
-(:func:`step_channel`); a package that carries link scripts the user did not allow is refused. The engine's call
-then has that folder as its first channel: with strict channel priority (the engine's default), a package whose
-name the folder holds is taken from there only, the copy the toolkit wrote. The solve has a package cache of its
-own (it downloads packages to read their run exports), so the build's cache holds nothing that was not repacked.
+The engine solves, downloads and installs a step's environments in the one call that builds it; what it would
+take from a channel, remote (``-c conda-forge``, ``-c https://…``) or local, is never seen by the toolkit
+there. So before each step whose recipe requires a build or host environment (its own, or a staging output's
+it inherits from), the engine solves that step alone (a ``solve`` call of :mod:`._worker`: its own render
+with solve, and each staging output's requirements solved as an output of their own, nothing built), from
+the channels :func:`presolve_channels` names, with the channels' credentials. Every package of the solution,
+wherever it comes from (the staging folder's, a local channel's, or a remote one's, downloaded against the
+index's size and sha256 with the credentials of its origin), is repacked (:func:`..channel.repack.repacked`:
+read by the toolkit's reader, written by its writer, checked whole, cached by the original's sha256 beside
+the output folder) into a channel folder of that step's own (:func:`step_channel`); a package that carries
+link scripts the user did not allow is refused. The solve has a package cache of its own (it downloads
+packages to read their run exports), so the build's cache holds nothing that was not repacked.
+
+The build call then reads that folder and the staging folder only (:func:`build_channels`): no remote URL, no
+channel folder of the user's, no credentials. A package its solve needs that the copies lack (a solve that
+differs from the one before it) stops the build in one line naming it (:func:`missing_copy`). It fails
+closed: whatever fails while the copies are made (the solve before the build, a download, a package that
+cannot be read, a link script not allowed) stops the build with its reason; the build never runs with the
+channels as given. A step without build or host requirements gets the same two channels, its copies empty.
 
 What this does not cover (docs/security.md): the packages of the tests' environment, which the engine solves
-and installs in the same call from the channels as given; a package the build's own solve takes that the solve
-before it did not (a channel whose index changed in between). When the engine cannot solve the step, the step
-runs with the channels as given and the engine reports why; when the worker ends without the engine's answer,
-the build stops.
+and installs in the build's call (from the same two channels: a test requirement the copies lack is missing).
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._locks import FolderLock
-from flagtree_feedstock._urls import shown_url
+from flagtree_feedstock._urls import shown_text, shown_url
+from flagtree_feedstock.channel.credentials import EngineChannels
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.channel.remote_packages import Authorize, download
 from flagtree_feedstock.channel.repack import repacked
-from flagtree_feedstock.errors import BuildFailedError, ChannelError
+from flagtree_feedstock.errors import BuildFailedError, ChannelError, DependencyError
 from flagtree_feedstock.recipe.render import RenderedOutput
 
-from ._worker import EngineCall, run_engine, solved_packages
+from ._worker import EngineCall, needs_environments, run_engine, solved_packages
 
-LOGGER = logging.getLogger(__name__)
 _SUBDIR = re.compile(r"noarch|[a-z0-9]+-[a-z0-9_]+")
+# The package name a rendered requirement (a match spec: "name >=1.0 build*") starts with.
+_SPEC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def installs_packages(output: RenderedOutput) -> bool:
-    """Whether the engine installs a build or host environment for ``output`` (its recipe requires any)."""
-    requirements = output.engine_variant.recipe.to_dict().get("requirements") or {}
-    return bool(requirements.get("build") or requirements.get("host"))
+    """Whether the engine installs a build or host environment for ``output``: its recipe requires one, or a
+    staging output's it inherits from does (the engine makes that one's environments in the build call too)."""
+    recipe = output.engine_variant.recipe.to_dict()
+    return any(
+        needs_environments(part.get("requirements"))
+        for part in (recipe, *(recipe.get("staging_caches") or ()))
+        if isinstance(part, dict)
+    )
+
+
+def presolve_channels(staging: Path, engine: EngineChannels) -> tuple[str, ...]:
+    """The channels the solve before a build reads: the staging folder (the packages built and held), then the
+    user's channels without their secrets (their credentials go in the authentication file). The one place
+    that says which channels reach the engine's solve."""
+    return (staging.as_uri(), *engine.channels)
+
+
+def build_channels(copies: Path, staging: Path) -> tuple[str, ...]:
+    """The channels of a build call: the step's copies, then the staging folder. Nothing remote, no folder of
+    the user's: what the engine installs is the toolkit's own copy, or a package it built."""
+    return (copies.as_uri(), staging.as_uri())
 
 
 def step_channel(scratch: Path, number: int) -> Path:
@@ -69,33 +94,32 @@ def repacked_channel(
     lock: FolderLock,
     authorize: Authorize,
     link_scripts: LinkScriptPolicy,
-) -> bool:
-    """Have the engine solve ``call`` alone; put the toolkit's copy (from ``cache``) of each package of its
-    solution into ``channel`` and index it; remote ones are downloaded with ``authorize`` first. A package
-    that carries link or activation scripts ``link_scripts`` does not allow is refused. Whether the engine could solve it
-    (``channel`` is then the build call's first channel)."""
+    name: str,
+    given: Sequence[str],
+) -> None:
+    """Have the engine solve ``call`` (``name``: the step, as messages show it) alone; put the toolkit's copy
+    (from ``cache``) of each package of its solution into ``channel`` and index it; remote ones are downloaded
+    with ``authorize`` first. A package that carries link or activation
+    scripts ``link_scripts`` does not allow is refused.
+    Raised (no build without the copies): the engine cannot solve it, its worker ends without its answer, or
+    a package cannot be fetched, read or admitted. ``given`` are the channels as the user gave them, whose
+    secrets a message masks."""
     scratch = channel.parent
     solve = replace(call, mode="solve", events=False, up_to=call.up_to or (call.key[0] if call.key else None))
     # A package cache of its own: what the solve downloads (to read run exports) is not what the build installs.
     result = run_engine(
         solve, events=None, env={**env, "RATTLER_CACHE_DIR": str(scratch / "solve-cache")}, lock=lock
     )
-    if result.outcome == "crash":  # not the engine's answer: never a build that goes on unchecked
-        raise BuildFailedError(
-            "solving what the build would install, to repack it first, failed: the worker ended without the "
-            "engine's answer",
-            fix="rerun; if it fails again, report it as a bug of flagtree-feedstock with the output above",
-        )
-    if result.outcome == "error":  # the engine could not solve: the build's own call reports why
-        LOGGER.debug("the solve before the build failed; the build reports it: %s", result.text)
-        return False
-    for record in solved_packages(result):
+    if result.outcome != "ok":  # no copies, no build: never one from the channels as given
+        raise presolve_error(name, result.text, given, crashed=result.outcome == "crash")
+    records = solved_packages(result)
+    for record in records:
         url = str(record.get("url") or "")
-        subdir, name = _place(record)
+        subdir, file_name = _place(record)
         if url.startswith("file://"):
             original, source = Path(unquote(urlsplit(url).path)), None
         else:
-            original, source = scratch / "downloads" / subdir / name, shown_url(url)
+            original, source = scratch / "downloads" / subdir / file_name, shown_url(url)
             if not original.exists():
                 sha256, size = record.get("sha256"), record.get("size")
                 original.parent.mkdir(parents=True, exist_ok=True)
@@ -106,14 +130,74 @@ def repacked_channel(
                     size=size if isinstance(size, int) else None,
                     authorize=authorize,
                 )
-        copy = repacked(original, cache, file_name=name, source=source)
+        copy = repacked(original, cache, file_name=file_name, source=source)
         # The engine activates the build and host environments: their activation scripts are refused too.
         link_scripts.admit(
             copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
         )
-        _link(copy.path, channel / subdir / name)
-    index_channel(channel, check=False)  # each was checked as it was repacked
-    return True
+        _link(copy.path, channel / subdir / file_name)
+    if records:  # else it stays as step_channel made it, empty
+        index_channel(channel, check=False)  # each was checked as it was repacked
+
+
+def presolve_error(
+    name: str, text: str, given: Sequence[str], *, crashed: bool
+) -> DependencyError | BuildFailedError:
+    """The one line for a solve before the build of ``name`` that failed with the engine's message ``text``
+    (``crashed``: the worker ended without the engine's answer); the secrets of ``given`` masked. The engine
+    reports a channel it cannot read (refused, unreachable, a damaged index) as a solve that failed."""
+    reason = text.strip().splitlines()[0] if text.strip() else "no message"
+    reason = shown_text(reason.removeprefix("PyRattlerBuildError: "), given)
+    if not crashed and "solve" in reason.lower():
+        return DependencyError(
+            f"the build/host requirements of {name} could not be solved from "
+            f"{', '.join(shown_url(c) for c in given[1:]) or 'no channel'}",
+            fix="pass --channel with a reachable channel that has them (conda-forge needs network access)",
+        )
+    return BuildFailedError(
+        f"solving what the build of {name} would install, to repack it first, failed: {reason}; nothing was "
+        "built",
+        fix="rerun; if it fails again, report it as a bug of flagtree-feedstock with the output above",
+    )
+
+
+def missing_copy(
+    name: str, output: RenderedOutput, text: str, given: Sequence[str], *, copies: Path
+) -> DependencyError | None:
+    """The one line for a build call of ``name`` (its rendered ``output``) whose solve failed (the engine's
+    message ``text``): it reads only the step's ``copies`` and the staging folder, so what it lacked was not in
+    the solve before it. The engine's message names no package: the line names each requirement of the step
+    that ``copies`` holds no package of. None: not a solve's failure."""
+    reason = text.strip().splitlines()[0] if text.strip() else ""
+    if "solve" not in reason.lower():
+        return None
+    held = {
+        str(record.get("name"))
+        for index in copies.glob("*/repodata.json")
+        for key in ("packages", "packages.conda")
+        for record in (json.loads(index.read_text(encoding="utf-8")).get(key) or {}).values()
+    }
+    lacking = sorted(_required(output) - held)
+    return DependencyError(
+        f"the build of {name} needs "
+        f"{', '.join(lacking) if lacking else 'a package'}, which the solve before it did not take (the build "
+        f"installs only the toolkit's copies of that solve's packages): "
+        f"{shown_text(reason.removeprefix('PyRattlerBuildError: '), given)}",
+        fix="rerun: both solves read the channels again; if it fails again, report it with the recipe",
+    )
+
+
+def _required(output: RenderedOutput) -> set[str]:
+    """The package names the build and host requirements of ``output`` and of its staging outputs name."""
+    recipe = output.engine_variant.recipe.to_dict()
+    return {
+        match.group()
+        for part in (recipe, *(recipe.get("staging_caches") or ()))
+        if isinstance(part, dict)
+        for environment in ("build", "host")
+        for spec in (part.get("requirements") or {}).get(environment) or ()
+        if isinstance(spec, str) and (match := _SPEC_NAME.match(spec))
+    }
 
 
 def _place(record: dict[str, Any]) -> tuple[str, str]:

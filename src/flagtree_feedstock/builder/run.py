@@ -46,7 +46,14 @@ from .output_dir import (
 )
 from .package_tests import finished, run_tests
 from .plan import BuildStep
-from .remote_packages import installs_packages, repacked_channel, step_channel
+from .remote_packages import (
+    build_channels,
+    installs_packages,
+    missing_copy,
+    presolve_channels,
+    repacked_channel,
+    step_channel,
+)
 from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
@@ -140,7 +147,7 @@ def run_plan(
         todo = []
         for step in plan:
             held = held_package(channel_dir, step.stem, subdirs)
-            if held is not None and not settings.force:
+            if held is not None and (not settings.force or step.pinned_only):
                 LOGGER.info("reusing %s (already in %s; --force rebuilds it)", held.name, channel_dir)
                 continue
             todo.append(step)
@@ -157,35 +164,42 @@ def run_plan(
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
             tempfile.TemporaryDirectory(prefix=copies_prefix, dir=copies_place) as scratch,
         ):
+            # The build call reads no remote channel and gets no credentials, not even the user's own file.
             env = {
-                **os.environ,
+                **{k: v for k, v in os.environ.items() if k != AUTH_VARIABLE},
                 "RATTLER_CACHE_DIR": str(cache),
-                **({AUTH_VARIABLE: str(auth)} if auth else {}),
             }
+            # The solve before each build reads the channels as given, with their credentials.
+            presolve_env = {**env, **({AUTH_VARIABLE: str(auth)} if auth else {})}
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
-            channels = [staging.as_uri(), *engine.channels]
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
                     on_step(index, len(todo), step)
                 LOGGER.debug("building %s", step.describe())
+                # The toolkit's copies of what the engine would install (remote_packages.py), else no build.
+                copies = step_channel(Path(scratch), index)
                 call = _engine_call(
-                    step, settings, source, staging=staging, channels=channels, events=engine_events
+                    step,
+                    settings,
+                    source,
+                    staging=staging,
+                    channels=build_channels(copies, staging),
+                    events=engine_events,
                 )
                 if installs_packages(step.output):
-                    # First: the toolkit's copies of what the engine would install (remote_packages.py).
-                    copies = step_channel(Path(scratch), index)
-                    if repacked_channel(
-                        call,
+                    repacked_channel(
+                        replace(call, channels=presolve_channels(staging, engine)),
                         copies,
                         cache=cache_of_copies,
-                        env=env,
+                        env=presolve_env,
                         lock=lock,
                         authorize=engine.authorize,
                         link_scripts=settings.link_scripts,
-                    ):
-                        call = replace(call, channels=(copies.as_uri(), *channels))
+                        name=step.describe(),
+                        given=given,
+                    )
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
                 # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
                 land_new_packages(
@@ -224,6 +238,9 @@ def run_plan(
                         fix="read the output above; rerun with --keep-build to keep its work folder",
                     )
                 if result.outcome == "error":
+                    missing = missing_copy(step.describe(), step.output, result.text, given, copies=copies)
+                    if missing is not None:
+                        raise missing
                     if call.mode == "recipe":
                         _log_script_tail(staging)
                     raise classify_build_error(step, result.text, given, staging=staging)
@@ -236,7 +253,7 @@ def _engine_call(
     source: RecipeSource,
     *,
     staging: Path,
-    channels: list[str],
+    channels: tuple[str, ...],
     events: object | None,
 ) -> EngineCall:
     """The worker's call for ``step``: its rendered variant, or for a foreign target ``build_recipes``.
@@ -251,7 +268,7 @@ def _engine_call(
         "target_platform": source.target_platform,
         "build_platform": source.build_platform,
         "output_dir": str(staging),
-        "channels": tuple(channels),
+        "channels": channels,
         "test_strategy": "skip",  # each package is tested in a call of its own (package_tests.py)
         "keep_build": settings.keep_build,
         # The engine's fastest level: the landing compresses once, at the final level (landing.py).
