@@ -218,3 +218,26 @@ def test_the_rehearsal_stops_in_one_line_when_the_repository_s_list_lacks_a_comp
     assert "(gxx_linux-aarch64) carries the activation script " in message
     assert "'etc/conda/activate.d/activate-gxx_linux-aarch64.sh'" in message
     assert not list((tmp_path / "channel").rglob("*.conda"))
+
+
+def test_a_package_only_a_test_requires_is_refused_for_its_activation_script_and_runs_when_allowed(
+    tmp_path: Path,
+) -> None:
+    """The engine activates each test's environment too (builder/package_tests.py): toy-test-dep's test alone
+    requires toy-dep, whose activation script writes outside every prefix; refused in one line before the test
+    call, and run by the test once allowed by name."""
+    planted = tmp_path / "outside" / "planted"
+    planted.parent.mkdir()
+    channel, package = _toy_dep(tmp_path, planted)
+    out = tmp_path / "out"
+    argv = build_args("toy-test-dep", out, "--target-platform", "linux-64", "--channel", channel.as_uri())
+    refused = run_toolkit(argv, tmp_path)
+    assert refused.returncode == 9, refused.stderr
+    assert error_line(refused.stderr) == _refusal(package, SCRIPT)
+    assert not planted.exists()
+    assert not list(out.rglob("*.conda")), "an untested package is not published"
+    allowed = run_toolkit([*argv, "--allow-link-scripts", "toy-dep"], tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert (
+        planted.read_text() == "activated toy-test-dep\n"
+    )  # the test's environment, activated for its package
