@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,39 @@ def test_code_quality(command: list[str]) -> None:
         [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# A noqa that says why: `# noqa: CODE[, CODE] - reason` (as every ignore of pyproject.toml has its comment).
+_NOQA = re.compile(r"#\s*noqa\b(?P<rest>.*)$")
+_REASONED = re.compile(r":\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*\s+-\s+\S")
+
+
+def noqa_without_reason(roots: Sequence[Path]) -> list[str]:
+    """Each ``# noqa`` comment of the Python files under ``roots`` that names no code or gives no reason."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                comment = _NOQA.search(line)
+                if comment is not None and not _REASONED.match(comment["rest"]):
+                    found.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
+    return found
+
+
+def test_every_noqa_of_the_source_says_why() -> None:
+    """Issue 48 item 5: a reader of the source learns why each rule is waived where it is."""
+    assert noqa_without_reason([ROOT / "src", ROOT / "flagtree-doctor" / "src"]) == []
+
+
+def test_a_noqa_without_a_reason_is_found(tmp_path: Path) -> None:
+    """The check itself: a bare noqa, and one with codes but no reason, are found; one with a reason is not."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "m.py").write_text(
+        "import os  # noqa: F401\nimport re  # noqa\nimport sys  # noqa: F401 - re-exported\n",
+        encoding="utf-8",
+    )
+    assert [entry.split(": ", 1)[0].rsplit(":", 1)[1] for entry in noqa_without_reason([source])] == [
+        "1",
+        "2",
+    ]

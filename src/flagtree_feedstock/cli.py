@@ -62,11 +62,11 @@ def main(
     """Run the CLI and return its exit status; errors become one line on stderr."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["doctor"]:
-        from flagtree_doctor.cli import main as doctor_main  # noqa: PLC0415
+        from flagtree_doctor.cli import main as doctor_main  # noqa: PLC0415 - loaded only when asked for
 
         return doctor_main(argv[1:], env=env, console=console, prog=f"{PROG} doctor")
     if argv[:1] == ["verify"]:
-        from flagtree_doctor.verify.cli import main as verify_main  # noqa: PLC0415
+        from flagtree_doctor.verify.cli import main as verify_main  # noqa: PLC0415 - as the doctor
 
         return verify_main(argv[1:], env=env, console=console, prog=f"{PROG} verify")
     args = _parser().parse_args(argv)

@@ -268,7 +268,7 @@ class _Forward:
 def _run(call: EngineCall, events: _Forward) -> str:
     import rattler_build as rb  # noqa: PLC0415 - the worker's only job
 
-    from flagtree_feedstock.recipe.render import engine_variants, render, variants_yaml  # noqa: PLC0415
+    from flagtree_feedstock.recipe.render import engine_variants, render, variants_yaml  # noqa: PLC0415 - in the worker only
 
     if call.mode == "test":
         # test_package's own run (the same engine code), with its log as progress events; from the channels
@@ -460,7 +460,7 @@ def _serve(call: EngineCall, descriptor: int, lock: list[int]) -> int:
         def send(message: dict[str, Any]) -> None:
             pipe.write(json.dumps(message) + "\n")
 
-        import rattler_build as rb  # noqa: PLC0415
+        import rattler_build as rb  # noqa: PLC0415 - the engine loads in the worker only, never in the toolkit
 
         try:
             text = _run(call, _Forward(send))

@@ -110,8 +110,8 @@ def build(options: BuildOptions, env: Mapping[str, str], err: Console, *, render
             files=files,
         )
     else:
-        from .conda_build import CondaBuildRequest  # noqa: PLC0415
-        from .conda_build import build as conda_build  # noqa: PLC0415
+        from .conda_build import CondaBuildRequest  # noqa: PLC0415 - --tool conda-build/boa only
+        from .conda_build import build as conda_build  # noqa: PLC0415 - as above
 
         published = conda_build(
             CondaBuildRequest(
@@ -155,7 +155,7 @@ def _build_rattler(
     emulated: bool = False,
     files: tuple[Path, ...],
 ) -> list[Path]:
-    from .run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415
+    from .run import BuildSettings, ForeignTarget, RecipeSource, run_plan  # noqa: PLC0415 - --render-only loads no build machinery
 
     # ``outputs``: the ``chosen`` ones and those they pin, whose packages their solve before the build needs.
     plan = plan_builds(outputs, chosen={o.key for o in chosen})
