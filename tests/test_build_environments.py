@@ -1,5 +1,5 @@
 """Every environment a build call makes is made of the toolkit's copies, or there is no build (issue 47 items 1
-and 2): builder/remote_packages.py, builder/run.py, builder/_worker.py's solve.
+and 2): builder/step_copies.py, builder/run.py, builder/_worker.py's solve.
 
 The solve before the build covers a staging output's environments too; the build call reads the step's copies
 and the staging folder only, with no credentials; whatever fails while the copies are made stops the build in
@@ -25,7 +25,7 @@ from rattler.index import index_fs
 from _hostile_packages import INDEX, Part, channel_with, member, sha256, tar_bz2
 from _timing import seconds
 from _toy import build_args, error_line, native_args, run_toolkit
-from flagtree_feedstock.builder import remote_packages, run
+from flagtree_feedstock.builder import run, step_copies
 from flagtree_feedstock.builder._worker import EngineResult
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE
 from flagtree_feedstock.channel.package_reader import read_package
@@ -185,9 +185,7 @@ def test_a_solve_before_the_build_that_ends_otherwise_stops_it_before_the_build_
 
     channel, _ = dep_channel
     monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(
-        remote_packages, "run_engine", lambda *_a, **_k: EngineResult(outcome=outcome, text=text)
-    )
+    monkeypatch.setattr(step_copies, "run_engine", lambda *_a, **_k: EngineResult(outcome=outcome, text=text))
     builds = _spied(monkeypatch, run)
     out = tmp_path / "out"
     assert main(build_args("toy-host", out, *native_args(channel))) == 8
@@ -238,7 +236,7 @@ def _digest(path: Path) -> str:
 
 
 def _spied(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[tuple[Any, dict[str, str]]]:
-    """Every engine call ``module`` makes (run.py: the build calls; remote_packages.py: the solves before them),
+    """Every engine call ``module`` makes (run.py: the build calls; step_copies.py: the solves before them),
     with its environment."""
     calls: list[tuple[Any, dict[str, str]]] = []
     real = module.run_engine
@@ -272,7 +270,7 @@ def test_the_build_call_reads_the_copies_and_the_staging_folder_only_without_cre
     monkeypatch.setenv(AUTH_VARIABLE, str(auth))
     monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("no_proxy", "127.0.0.1")  # the tests' proxy is a dead end (tests/_toy.py)
-    builds, solves = _spied(monkeypatch, run), _spied(monkeypatch, remote_packages)
+    builds, solves = _spied(monkeypatch, run), _spied(monkeypatch, step_copies)
     out = tmp_path / "out"
     given = url.replace("http://", "http://user:secret@")
     argv = build_args(recipe, out, "--target-platform", "linux-64", "--no-test", "--channel", given)
@@ -302,7 +300,7 @@ def test_a_package_the_build_needs_that_the_copies_lack_stops_it_naming_it(
 
     channel, _ = dep_channel
     monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(remote_packages, "solved_packages", lambda _result: [])
+    monkeypatch.setattr(step_copies, "solved_packages", lambda _result: [])
     out = tmp_path / "out"
     assert main(build_args("toy-staging", out, *native_args(channel))) == 7
     assert error_line(capsys.readouterr().err) == (

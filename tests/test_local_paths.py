@@ -121,7 +121,7 @@ def test_built_packages_carry_no_local_folder(built: tuple[Path, Path]) -> None:
                 assert str(folder).encode() not in data, f"{package.name}: {name} names {folder}"
             assert b"file://" not in data, f"{package.name}: {name} holds a file:// URL"
         about = json.loads(members(package)["info/about.json"])
-        # The build call's two channels: the step's copies and the staging folder (builder/remote_packages.py).
+        # The build call's two channels: the step's copies and the staging folder (builder/step_copies.py).
         assert about["channels"] == ["local/"] * 2
         # What the package says of its compression is true of it: the landing's final level.
         assert b"compression_level: 15\n" in members(package)["info/recipe/rendered_recipe.yaml"]

@@ -3,6 +3,7 @@
 - :mod:`.command`: the ``build`` command's steps, top to bottom in one function;
 - :mod:`.options`: the ``build`` command's options, defaults in one place, one frozen object;
 - :mod:`.plan`: which packages to build, each once (pure);
+- :mod:`.step_copies`: a step's channel of copies: what the engine would install, pre-solved and repacked;
 - :mod:`.run`: the plan run with py-rattler-build, each finished package published at once;
 - :mod:`.package_tests`: each finished package tested by a call of its own, from the toolkit's copies only;
 - :mod:`._worker`: one engine call in a process of its own session;

@@ -44,7 +44,7 @@ from flagtree_feedstock.platforms import host_platform
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
-from .remote_packages import _link, _place
+from .step_copies import link_copy, place_of
 
 LOGGER = logging.getLogger(__name__)
 # The package's tests, as the engine reads them.
@@ -212,7 +212,7 @@ def copy_test_packages(
                     records.setdefault(str(record.url), record)
     scratch = copies.parent
     for url, record in records.items():
-        where, file_name = _place({"url": url, "subdir": record.subdir, "fn": record.file_name})
+        where, file_name = place_of({"url": url, "subdir": record.subdir, "fn": record.file_name})
         if url.startswith("file://"):
             original, source = Path(unquote(urlsplit(url).path)), None
         else:
@@ -227,7 +227,7 @@ def copy_test_packages(
         link_scripts.admit(
             copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
         )
-        _link(copy.path, copies / where / file_name)
+        link_copy(copy.path, copies / where / file_name)
     if records:
         index_channel(copies, check=False)  # each was checked as it was repacked
 

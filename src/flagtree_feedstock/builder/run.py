@@ -46,7 +46,8 @@ from .output_dir import (
 )
 from .package_tests import finished, run_tests
 from .plan import BuildStep
-from .remote_packages import (
+from .reproducible import land_new_packages
+from .step_copies import (
     build_channels,
     installs_packages,
     missing_copy,
@@ -54,7 +55,6 @@ from .remote_packages import (
     repacked_channel,
     step_channel,
 )
-from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
 # Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
@@ -178,7 +178,7 @@ def run_plan(
                 if on_step is not None:
                     on_step(index, len(todo), step)
                 LOGGER.debug("building %s", step.describe())
-                # The toolkit's copies of what the engine would install (remote_packages.py), else no build.
+                # The toolkit's copies of what the engine would install (step_copies.py), else no build.
                 copies = step_channel(Path(scratch), index)
                 call = _engine_call(
                     step,

@@ -115,7 +115,7 @@ def repacked_channel(
     records = solved_packages(result)
     for record in records:
         url = str(record.get("url") or "")
-        subdir, file_name = _place(record)
+        subdir, file_name = place_of(record)
         if url.startswith("file://"):
             original, source = Path(unquote(urlsplit(url).path)), None
         else:
@@ -135,7 +135,7 @@ def repacked_channel(
         link_scripts.admit(
             copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
         )
-        _link(copy.path, channel / subdir / file_name)
+        link_copy(copy.path, channel / subdir / file_name)
     if records:  # else it stays as step_channel made it, empty
         index_channel(channel, check=False)  # each was checked as it was repacked
 
@@ -200,7 +200,7 @@ def _required(output: RenderedOutput) -> set[str]:
     }
 
 
-def _place(record: dict[str, Any]) -> tuple[str, str]:
+def place_of(record: dict[str, Any]) -> tuple[str, str]:
     """The subdir and file name of a solved package, as its copy is put into the step's channel."""
     url = str(record.get("url") or "")
     subdir, name = str(record.get("subdir") or ""), str(record.get("fn") or url.rsplit("/", 1)[-1])
@@ -217,7 +217,7 @@ def _place(record: dict[str, Any]) -> tuple[str, str]:
     return subdir, name
 
 
-def _link(copy: Path, target: Path) -> None:
+def link_copy(copy: Path, target: Path) -> None:
     """Put the cached ``copy`` into a step's channel as ``target`` (a hard link, else a copy)."""
     if target.exists():
         return
