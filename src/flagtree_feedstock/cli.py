@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CHANNEL",
         help="extra channel (repeatable)",
     )
+    install.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one request to a --channel may take, whole: connecting (at most 30 s of it), each "
+        "wait on the server (at most 60 s), its whole answer [600]",
+    )
     _add_link_scripts_argument(install)
 
     upload = sub.add_parser(
@@ -646,6 +654,7 @@ def _channel(args: argparse.Namespace, out: Console) -> int:
             platform=platform,
             extra_channels=args.channels,
             link_scripts=allowed,
+            timeout=args.timeout,
         )
     table = Table(title=f"installed from {args.channel_dir}")
     for column in ("name", "version", "build", "channel"):

@@ -9,8 +9,9 @@ its userinfo, token and query (rattler does not send a channel's query anyway), 
 rattler authentication file (``RATTLER_AUTH_FILE``, or a client's ``authentication-override-file``:
 ``BasicHTTP`` for a user and password, ``CondaToken`` for a ``/t/`` token, which rattler puts back into the
 path of each request), in a private folder that is removed when the command ends
-(:func:`authentication_file`); one that a SIGKILLed command left is removed by the next (a build's is beside
-its output folder, so the next build into it removes it; ``channel install``'s is in the temporary folder).
+(:func:`authentication_file`); one that a SIGKILLed build left is removed by the next build into its output
+folder, beside which it is. ``channel install`` writes none: its solve reads the channels through the toolkit's
+server on loopback (:mod:`.index_relay`), whose client takes the credentials from :meth:`EngineChannels.authorize`.
 A ``RATTLER_AUTH_FILE`` of your own is read and kept in it (for a host both name, the channel's credentials
 win).
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 import re
 import shutil
@@ -42,24 +42,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote
 
-from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._http import Credential, HttpError, Origin
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._own_files import AUTH, read_own
-from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock._url_parsing import DEFAULT_PORTS, Url, UrlRefused, parse_url
 from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ConfigurationError
 
 AUTH_VARIABLE = "RATTLER_AUTH_FILE"
 AUTH_FILE = "auth.json"
-# The start of the name of ``channel install``'s credentials' folder, in the temporary folder.
-_INSTALL_AUTH = "flagtree-feedstock-auth"
-LOGGER = logging.getLogger(__name__)
 # What rattler takes for a URL rather than a channel name or a path (rattler_conda_types' parse_scheme): a
 # letter, then at most ten letters or digits, then ``://``.
 _URL_SCHEME = re.compile(r"[^\W\d_][^\W_]{0,10}://")
@@ -220,33 +214,6 @@ def authentication_file(
     finally:
         with deferred_interrupts():
             shutil.rmtree(private, ignore_errors=True)
-
-
-@contextmanager
-def rattler_client(engine: EngineChannels, env: Mapping[str, str]) -> Iterator[Any | None]:
-    """A py-rattler client that authenticates with ``engine``'s credentials (their file in a private folder
-    in the temporary folder, :func:`authentication_file`, removed on leaving; one that a killed command left
-    there is removed first); None when no channel carries a secret (py-rattler's own client)."""
-    rattler = require("rattler", "py-rattler")
-    place = Path(tempfile.gettempdir())
-    _remove_left(place, _INSTALL_AUTH)
-    with authentication_file(engine, env, folder=place, prefix=f"{_INSTALL_AUTH}-{owner()}-") as path:
-        if path is None:
-            yield None
-            return
-        config = rattler.Config.from_toml(f"authentication-override-file = {json.dumps(str(path))}")
-        yield rattler.Client.from_config(config)
-
-
-def _remove_left(place: Path, name: str) -> None:
-    """Remove the credentials' folders named ``<name>-<owner>-…`` in ``place`` whose owner no longer runs: a
-    killed command's (SIGKILL, which no cleanup survives)."""
-    left = re.compile(rf"{re.escape(name)}-{OWNER}-[^/]*")
-    for path in place.glob(f"{name}-*"):
-        if owner_gone(left.fullmatch(path.name)) and path.is_dir() and not path.is_symlink():
-            with deferred_interrupts():
-                shutil.rmtree(path, ignore_errors=True)
-            LOGGER.info("removed %s, left by a command that was killed", path)
 
 
 def _own_entries(env: Mapping[str, str]) -> dict[str, object]:
