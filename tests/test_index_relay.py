@@ -226,7 +226,7 @@ def test_a_trickling_repodata_ends_at_the_total_deadline_in_one_line(
 ) -> None:
     """One byte every 0.2 s keeps each read alive for ever (before the relay, rattler's client waited that
     long); the request's total (``--timeout``) ends it: one line, exit 9, soon after the deadline."""
-    padded = {"info": {"subdir": "noarch", "pad": "x" * 2000}, "packages": {}}
+    padded = {"info": {"subdir": "noarch", "pad": "x" * 60}, "packages": {}}  # 20 s at the scale of 1
     url, asked = start_server(
         [
             *_unsharded("/chan"),
@@ -245,18 +245,30 @@ def test_a_trickling_repodata_ends_at_the_total_deadline_in_one_line(
     assert asked()
 
 
-@pytest.mark.parametrize("status", [403, 503])
+@pytest.mark.parametrize(("subdir", "status"), [("noarch", 403), ("noarch", 503), ("linux-64", 503)])
 def test_a_channel_that_refuses_stops_the_install(
-    status: int, tmp_path: Path, local: Path, start_server: StartServer
+    subdir: str, status: int, tmp_path: Path, local: Path, start_server: StartServer
 ) -> None:
-    """A channel whose server answers 403 or 503 for its index is never left out of the solve: the install
-    stops, naming the channel and the answer (the subdir it lacks, a 404, is merely absent)."""
-    url, _ = start_server([*_unsharded("/chan"), {"path": "/chan/noarch/repodata.json", "status": status}])
+    """A channel whose server answers 403 or 503 for an index is never left out of the solve: the install
+    stops, naming the channel and the answer, for a platform's subdir too (which, answered 404, rattler would
+    take for one the channel lacks)."""
+    url, _ = start_server(
+        [
+            *_unsharded("/chan"),
+            {"path": "/chan/linux-64/repodata_shards", "status": 404},
+            {"path": f"/chan/{subdir}/repodata.json", "status": status},
+            {
+                "path": "/chan/noarch/repodata.json",
+                "status": 200,
+                "body": {"info": {"subdir": "noarch"}, "packages": {}},
+            },
+        ]
+    )
 
     done = _install(tmp_path, local, f"{url}/chan", "toy-app")
 
     assert done.returncode == 9, done.stderr
-    assert f"channel {url}/chan cannot be read: {url}/chan/noarch/repodata.json answered HTTP {status}" in (
+    assert f"channel {url}/chan cannot be read: {url}/chan/{subdir}/repodata.json answered HTTP {status}" in (
         error_line(done.stderr)
     )
 
