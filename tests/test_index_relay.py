@@ -12,6 +12,7 @@ it) are checked against the index's sha256, and a solved package's loopback URL 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import http.client
 import json
@@ -91,7 +92,7 @@ def _files(base: str, folder: Path, **rule: object) -> list[dict[str, Any]]:
     ]
 
 
-def _environment(tmp_path: Path) -> dict[str, str]:
+def _environment(tmp_path: Path, **more: str) -> dict[str, str]:
     for name in ("tmp", "home", "xdg-cache"):
         (tmp_path / name).mkdir(exist_ok=True)
     return {
@@ -101,11 +102,17 @@ def _environment(tmp_path: Path) -> dict[str, str]:
         "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
         "no_proxy": "127.0.0.1,127.0.0.2",
         "NO_PROXY": "127.0.0.1,127.0.0.2",
+        **more,
     }
 
 
 def _install(
-    tmp_path: Path, local: Path, channel: str, *specs: str, more: tuple[str, ...] = ()
+    tmp_path: Path,
+    local: Path,
+    channel: str,
+    *specs: str,
+    more: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     argv = [
         "channel",
@@ -123,7 +130,7 @@ def _install(
     return subprocess.run(
         [str(CONSOLE_SCRIPT), *argv],
         check=False,
-        env=_environment(tmp_path),
+        env=env or _environment(tmp_path),
         capture_output=True,
         text=True,
         timeout=seconds(300),
@@ -216,6 +223,26 @@ def test_a_base_url_within_the_channel_s_origin_is_followed_with_the_password(
     fetched = [r for r in asked() if r["path"].endswith(".tar.bz2")]
     assert [r["path"] for r in fetched] == ["/pkgs/noarch/remote-lib-1.0-h0_0.tar.bz2"]
     assert all("authorization" in r["headers"] for r in fetched)
+
+
+def test_the_credentials_of_your_rattler_auth_file_reach_the_channel_s_origin(
+    tmp_path: Path, local: Path, start_server: StartServer
+) -> None:
+    """A private channel whose password is in your ``RATTLER_AUTH_FILE`` (not in its URL): the relay's client
+    sends it, to the channel's origin, for the index and the package alike (rattler reads no file any more)."""
+    remote = _remote(tmp_path, "remote-lib")
+    url, asked = start_server([*_unsharded("/chan"), *_files("/chan", remote)])
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"127.0.0.1": {"BasicHTTP": {"username": USER, "password": PASSWORD}}}))
+    env = _environment(tmp_path, RATTLER_AUTH_FILE=str(auth))
+
+    done = _install(tmp_path, local, f"{url}/chan", "toy-app", "remote-lib", env=env)
+
+    assert done.returncode == 0, done.stderr
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    requests = asked()
+    assert any(r["path"].endswith(".tar.bz2") for r in requests), requests
+    assert all(r["headers"].get("authorization") == basic for r in requests), requests
 
 
 # ---- reproduction 9, and fail closed ------------------------------------------------------------------------

@@ -83,10 +83,36 @@ class EngineChannels:
             token = quote(str(entry["CondaToken"]), safe="")
             return read.replaced(pathname=f"/t/{token}{read.path}").href, None
         url = read.href
-        basic = entry["BasicHTTP"]
-        user, password = str(basic["username"]), str(basic["password"])
+        basic, bearer = entry.get("BasicHTTP"), entry.get("BearerToken")
+        if isinstance(bearer, str) and bearer:
+            return url, Credential(origin=origin, authorization=f"Bearer {bearer}", secret=bearer)
+        if not isinstance(basic, dict):
+            return url, None  # a kind of entry no http(s) channel uses (S3): nothing to send
+        user, password = str(basic.get("username", "")), str(basic.get("password", ""))
         pair = base64.b64encode(f"{user}:{password}".encode()).decode()
         return url, Credential(origin=origin, authorization=f"Basic {pair}", secret=password or pair)
+
+
+def with_own_credentials(engine: EngineChannels, env: Mapping[str, str]) -> EngineChannels:
+    """``engine`` with the entries of the user's own ``RATTLER_AUTH_FILE`` (read from ``env``) for the hosts
+    of its channels that carry no credentials in their URL, each sent to the origins of the channels the user
+    gave on that host only (rattler would send it to any port and scheme of the host): what the toolkit's
+    client (the relay, :mod:`.index_relay`, and the downloads) sends where rattler read the file itself."""
+    own = _own_entries(env)
+    if not own:
+        return engine
+    credentials, origins = dict(engine.credentials), {h: set(o) for h, o in engine.origins.items()}
+    for channel in engine.channels:
+        origin = _origin(channel, _read(channel, channel))
+        if origin is None or origin.host in engine.credentials or origin.host not in own:
+            continue
+        credentials[origin.host] = own[origin.host]
+        origins.setdefault(origin.host, set()).add(origin)
+    return EngineChannels(
+        channels=engine.channels,
+        credentials=credentials,
+        origins={host: frozenset(found) for host, found in origins.items()},
+    )
 
 
 def split_credentials(channels: Sequence[str]) -> EngineChannels:

@@ -32,7 +32,7 @@ from flagtree_feedstock.errors import (
 )
 from flagtree_feedstock.platforms import PlatformName
 
-from .credentials import EngineChannels, split_credentials
+from .credentials import EngineChannels, split_credentials, with_own_credentials
 from .index_relay import TIMEOUTS, serving
 from .index_stand_ins import REPODATA, stand_in_channel, stand_in_for, with_package_digests
 from .link_scripts import NONE_ALLOWED, LinkScriptPolicy
@@ -536,7 +536,8 @@ def smoke_install(
     if not (channel_dir / "noarch" / "repodata.json").is_file():
         raise _not_indexed(channel_dir)
     check_channels(extra_channels)
-    engine = split_credentials(extra_channels)  # rattler never sees a channel's secret in its URL
+    # rattler never sees a channel's secret (in its URL, or in your RATTLER_AUTH_FILE): the relay sends it
+    engine = with_own_credentials(split_credentials(extra_channels), os.environ)
     for package in package_files(channel_dir):
         check_package(package)
     local_folders = [channel_dir, *(f for f in map(local_folder, extra_channels) if f is not None)]
