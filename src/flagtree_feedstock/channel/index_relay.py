@@ -257,8 +257,8 @@ class Relay:
         return _Refused(
             ChannelError(
                 f"channel {shown_url(channel.given)} cannot be read: {why}",
-                fix="check the channel and the network, or leave that channel out; a channel that cannot be "
-                "read is never skipped",
+                fix="check the channel, the network and the http(s)_proxy variables, or leave that channel out "
+                "(a channel that cannot be read is never skipped)",
             )
         )
 
