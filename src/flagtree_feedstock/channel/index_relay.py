@@ -59,7 +59,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import ada_url
 
@@ -187,16 +187,16 @@ class Relay:
         """Where a package the solve took (its loopback URL) comes from: its upstream URL (no secret in it), or a
         local channel's ``file://`` URL. A URL that is not one the relay served is refused."""
         number = self._number(url)
-        parts = url[len(self.base) :].strip("/").split("/")
+        parts = [unquote(part) for part in url[len(self.base) :].strip("/").split("/")]
         if number is None or len(parts) != 3:
             raise ChannelError(f"the solve took {shown_url(url)}, which no channel served", fix=_FIX)
         with self._lock:
             subdir = self._subdirs.get((number, parts[1]))
-        if subdir is None or parts[2] not in subdir.records:
+        if subdir is None or not _PACKAGE.fullmatch(parts[2]) or parts[2] not in subdir.records:
             raise ChannelError(
                 f"the solve took {shown_url(url)}, which its channel's index does not list", fix=_FIX
             )
-        return subdir.packages_base + parts[2]
+        return subdir.packages_base + quote(parts[2])
 
     def _number(self, url: str) -> int | None:
         if not self.base or not url.startswith(f"{self.base}/"):
@@ -212,7 +212,7 @@ class Relay:
         parts = path.split("?", 1)[0].strip("/").split("/", 2)
         if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) >= len(self._channels):
             raise _Missing
-        number, subdir, name = int(parts[0]), parts[1], parts[2]
+        number, subdir, name = int(parts[0]), parts[1], unquote(parts[2])  # a file name as rattler encodes it
         if not _SUBDIR.fullmatch(subdir):
             raise _Missing
         channel = self._channels[number]
@@ -381,7 +381,7 @@ class Relay:
         if known is None or name not in known.records:
             raise _Missing
         sha256, size = known.records[name]
-        source = known.packages_base + name
+        source = known.packages_base + quote(name)
         if channel.folder is not None:
             path = Path(unquote(urlsplit(source).path))
             if not path.is_file() or path.is_symlink():
