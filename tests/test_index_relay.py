@@ -34,7 +34,7 @@ from _stub_channel import write_package
 from _timing import seconds, seconds_arg
 from _toy import error_line
 from flagtree_feedstock.channel.credentials import split_credentials
-from flagtree_feedstock.channel.index_relay import serving
+from flagtree_feedstock.channel.index_relay import serving, within_channel
 from flagtree_feedstock.errors import ChannelError
 
 TESTS = Path(__file__).resolve().parent
@@ -243,6 +243,32 @@ def test_the_credentials_of_your_rattler_auth_file_reach_the_channel_s_origin(
     requests = asked()
     assert any(r["path"].endswith(".tar.bz2") for r in requests), requests
     assert all(r["headers"].get("authorization") == basic for r in requests), requests
+
+
+@pytest.mark.parametrize(
+    ("channel", "url", "within"),
+    [
+        ("https://host.example/chan/", "https://host.example/pkgs/noarch/", True),
+        ("https://host.example/chan/", "https://HOST.example:443/x/", True),
+        ("http://127.0.0.1:8/chan/", "http://2130706433:8/x/", True),  # one host, as rattler reads it
+        ("https://host.example/chan/", "http://host.example/chan/noarch/", False),  # https down to http
+        (
+            "https://host.example:8443/chan/",
+            "http://host.example:8443/chan/noarch/",
+            False,
+        ),  # at one port too
+        ("https://host.example/chan/", "https://host.example:8443/chan/noarch/", False),
+        ("https://host.example/chan/", "https://other.example/chan/noarch/", False),
+        ("https://host.example/chan/", "file:///etc/", False),
+        ("file:///srv/chan/", "file:///srv/chan/noarch/", True),
+        ("file:///srv/chan/", "file:///srv/other/noarch/", False),
+        ("file:///srv/chan/", "http://127.0.0.1/noarch/", False),
+    ],
+)
+def test_a_base_url_is_the_channel_s_only_at_its_origin_or_in_its_folder(
+    channel: str, url: str, within: bool
+) -> None:
+    assert within_channel(channel, url) is within
 
 
 # ---- reproduction 9, and fail closed ------------------------------------------------------------------------

@@ -136,6 +136,18 @@ def channel_url(channel: str) -> tuple[str, Path | None]:
     return folder.as_uri().rstrip("/") + "/", folder
 
 
+def within_channel(channel: str, url: str) -> bool:
+    """Whether ``url`` (resolved already) is the channel's (``channel``: its URL, ending in ``/``) to serve
+    from: a local channel's, inside its folder; a remote one's, at its origin (scheme, host and port as the
+    WHATWG standard reads them: https down to http, another port or host is another origin)."""
+    if channel.startswith("file:"):
+        return url.startswith(channel)
+    try:
+        return Origin.of(url) == Origin.of(channel)
+    except HttpError:
+        return False
+
+
 class Relay:
     """The channels, served on loopback (:func:`serving`)."""
 
@@ -272,15 +284,8 @@ class Relay:
         except ValueError:
             raise self._refused(channel, f"its index's {what} {shown_url(relative)!r} is not a URL") from None
         resolved = resolved if resolved.endswith("/") else resolved + "/"
-        if channel.folder is not None:
-            if resolved.startswith(channel.url):
-                return resolved
-        else:
-            try:
-                if Origin.of(resolved) == Origin.of(channel.url):
-                    return resolved
-            except HttpError:
-                pass
+        if within_channel(channel.url, resolved):
+            return resolved
         where = "outside its folder" if channel.folder is not None else "another origin than the channel's"
         raise self._refused(channel, f"its index's {what} is {shown_url(resolved)}, {where}: refused")
 
