@@ -460,3 +460,22 @@ def test_a_local_channel_is_served_from_its_folder(tmp_path: Path) -> None:
         assert (status, body) == (200, (remote / "noarch" / name).read_bytes())
         assert relay.upstream(f"{base}noarch/{name}") == (remote / "noarch" / name).resolve().as_uri()
         assert _get(relay.base, "/0/noarch/repodata_shards.msgpack.zst")[0] == 404
+
+
+def test_the_relay_fetches_only_a_shard_its_index_lists(tmp_path: Path, start_server: StartServer) -> None:
+    """A shard the index does not list is a 404, and upstream is not asked for it: the relay's shards are the
+    index's, fetched one by one as the solve asks."""
+    remote = _remote(tmp_path, "remote-a", "remote-b", shards=True)
+    url, asked = start_server(_files("/chan", remote))
+    engine = split_credentials([f"{url}/chan"])
+    unlisted = "ab" * 32
+    with serving(engine.channels, authorize=engine.authorize, scratch=tmp_path / "scratch") as relay:
+        assert _get(relay.base, f"/0/noarch/shards/{unlisted}.msgpack.zst")[0] == 404  # no index read yet
+        assert _get(relay.base, "/0/noarch/repodata_shards.msgpack.zst")[0] == 200
+        assert _get(relay.base, f"/0/noarch/shards/{unlisted}.msgpack.zst")[0] == 404
+        listed = _shard_of(remote, "remote-a")
+        assert _get(relay.base, f"/0/noarch/shards/{listed}.msgpack.zst")[0] == 200
+        relay.check()
+    assert [r["path"] for r in asked() if "/shards/" in r["path"]] == [
+        f"/chan/noarch/shards/{listed}.msgpack.zst"
+    ]
