@@ -403,14 +403,26 @@ def test_a_shard_index_pointing_at_another_origin_is_refused(
 
 
 def _get(base: str, path: str) -> tuple[int, bytes]:
-    host, port = base.removeprefix("http://").split(":")
+    """GET ``base`` (``http://127.0.0.1:PORT/KEY``) + ``path``: the status and the body."""
+    address, _, key = base.removeprefix("http://").partition("/")
+    host, port = address.split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=seconds(60))
     try:
-        connection.request("GET", path)
+        connection.request("GET", f"/{key}{path}")
         answer = connection.getresponse()
         return answer.status, answer.read()
     finally:
         connection.close()
+
+
+def test_the_relay_serves_nothing_without_its_key(tmp_path: Path) -> None:
+    """Another user of the machine can connect to 127.0.0.1 too: without the run's key in the path, nothing."""
+    remote = _remote(tmp_path, "remote-lib")
+    engine = split_credentials([remote.as_uri()])
+    with serving(engine.channels, authorize=engine.authorize, scratch=tmp_path / "scratch") as relay:
+        assert _get(relay.base, "/0/noarch/repodata.json")[0] == 200
+        assert _get(relay.origin, "/0/noarch/repodata.json")[0] == 404
+        assert _get(relay.origin + "/x", "/0/noarch/repodata.json")[0] == 404
 
 
 def test_the_relay_serves_a_package_only_with_the_index_s_sha256_and_maps_it_back(

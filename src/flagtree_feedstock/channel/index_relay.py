@@ -51,6 +51,7 @@ import io
 import json
 import logging
 import re
+import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -162,7 +163,15 @@ class Relay:
         self._subdirs: dict[tuple[int, str], _Subdir] = {}
         self._downloads = 0
         self.failure: ChannelError | None = None
-        self.base = ""  # http://127.0.0.1:PORT, once serving
+        self.origin = ""  # http://127.0.0.1:PORT, once serving
+        # The path every URL of the relay begins with: a secret of this run's, so another user of the machine,
+        # who can connect to 127.0.0.1 too, cannot read a private channel through the relay's credentials.
+        self._key = secrets.token_urlsafe(24)
+
+    @property
+    def base(self) -> str:
+        """``http://127.0.0.1:PORT/KEY``: every URL the relay serves begins with it."""
+        return f"{self.origin}/{self._key}"
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -181,7 +190,7 @@ class Relay:
         solve with it can read nothing but the relay."""
         return (
             "[proxy-config]\n"
-            f"http = {json.dumps(self.base)}\nhttps = {json.dumps(self.base)}\n"
+            f"http = {json.dumps(self.origin)}\nhttps = {json.dumps(self.origin)}\n"
             'non-proxy-hosts = ["127.0.0.1"]\n'
         )
 
@@ -211,7 +220,7 @@ class Relay:
         return subdir.packages_base + quote(parts[2])
 
     def _number(self, url: str) -> int | None:
-        if not self.base or not url.startswith(f"{self.base}/"):
+        if not self.origin or not url.startswith(f"{self.base}/"):
             return None
         head = url[len(self.base) + 1 :].split("/", 1)[0]
         return int(head) if head.isdigit() and int(head) < len(self._channels) else None
@@ -221,7 +230,10 @@ class Relay:
     def answer(self, path: str) -> Path | bytes:
         """What to serve for ``path`` (a file or bytes); :class:`_Missing` for a 404, :class:`_Refused` for a
         403 (its error kept as the relay's failure)."""
-        parts = path.split("?", 1)[0].strip("/").split("/", 2)
+        key, _, path = path.split("?", 1)[0].lstrip("/").partition("/")
+        if not secrets.compare_digest(key, self._key):
+            raise _Missing
+        parts = path.strip("/").split("/", 2)
         if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) >= len(self._channels):
             raise _Missing
         number, subdir, name = int(parts[0]), parts[1], unquote(parts[2])  # a file name as rattler encodes it
@@ -468,7 +480,7 @@ def serving(
     handler = type("RelayHandler", (_Handler,), {"relay": relay})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    relay.base = f"http://127.0.0.1:{server.server_address[1]}"
+    relay.origin = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="index-relay", daemon=True)
     thread.start()
     try:
