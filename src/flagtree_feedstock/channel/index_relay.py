@@ -4,13 +4,14 @@ Rattler fetches a remote channel's index with its own client: no deadline on a b
 every 5 s holds the solve for ever), credentials keyed by host, and an ``info.base_url`` followed wherever it
 leads (another port, another host, https down to http, with the channel's password). So a solve is never given
 a channel: :func:`serving` starts a server on ``127.0.0.1`` that serves the ``n``-th channel at
-``http://127.0.0.1:PORT/<n>/`` (no credentials needed, none given to rattler), and fetches every byte it serves
+``http://127.0.0.1:PORT/KEY/<n>/`` (``KEY`` a secret of the run's, so another user of the machine reads
+nothing through it; no credentials needed, none given to rattler), and fetches every byte it serves
 from upstream with the toolkit's one HTTP client (:mod:`flagtree_feedstock._http`): a connect, a read and a
 total deadline for each request (a trickle ends at the total), credentials for their own origin only
 (``EngineChannels.authorize``), redirects within the origin. A local channel (``file://`` or a path) is served
 from its folder the same way, so no solve reads a user's folder directly.
 
-What it serves, for ``/<n>/<subdir>/<file>`` (``subdir`` a conda subdir):
+What it serves, for ``/KEY/<n>/<subdir>/<file>`` (``subdir`` a conda subdir):
 
 - ``repodata.json``: upstream's, parsed within bounds (:mod:`flagtree_feedstock._foreign_json`); its
   ``info.base_url``, resolved against the subdir's URL the WHATWG way, must stay at the channel's origin (a
