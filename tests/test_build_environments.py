@@ -11,6 +11,7 @@ installed a package the toolkit did not admit.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -139,12 +140,14 @@ def test_a_remote_channel_that_refuses_the_solve_before_the_build_stops_it(
     out = tmp_path / "out"
     argv = build_args("toy-host", out, "--target-platform", "linux-64", "--no-test", "--channel", url)
     done = run_toolkit(argv, tmp_path)
-    assert done.returncode == 7, done.stderr
+    assert done.returncode == 9, done.stderr
+    # The toolkit's relay read the channel (index_relay.py): its own line, naming what the server answered.
     assert error_line(done.stderr) == (
-        "flagtree-feedstock: error: the build/host requirements of toy-host 1.0 hb0f4dca_0 could not be solved "
-        f"from {url} (fix: pass --channel with a reachable "
-        "channel that has them (conda-forge needs network access))"
+        f"flagtree-feedstock: error: channel {url} cannot be read: {url}/noarch/repodata.json answered HTTP 403 "
+        "Forbidden (fix: check the channel, the network and the http(s)_proxy variables, or leave that channel out "
+        "(a channel that cannot be read is never skipped))"
     )
+    assert "Traceback" not in done.stderr
     assert not planted.exists()
     assert not [r for r in requests() if r["path"].endswith(".tar.bz2")]  # no package was fetched
     assert not list(out.rglob("*.conda"))
@@ -264,7 +267,7 @@ def test_the_build_call_reads_the_copies_and_the_staging_folder_only_without_cre
     from flagtree_feedstock.cli import main  # noqa: PLC0415 - the toolkit in this process, to spy on it
 
     channel, _ = dep_channel
-    url, _ = serve(channel, [])
+    url, requests = serve(channel, [])
     auth = tmp_path / "auth.json"
     auth.write_text("{}")
     monkeypatch.setenv(AUTH_VARIABLE, str(auth))
@@ -280,10 +283,19 @@ def test_the_build_call_reads_the_copies_and_the_staging_folder_only_without_cre
     assert Path(copies.removeprefix("file://")).parent.name.startswith(".out-copies-")
     assert Path(staging.removeprefix("file://")).name.startswith(".out-staging-")
     assert AUTH_VARIABLE not in env
-    if recipe == "toy-host":  # the solve before it: the channel, with its credentials in a file of their own
+    if recipe == "toy-host":  # the solve before it: the toolkit's relay on loopback, with no credentials
         ((solve, solve_env),) = solves
-        assert solve.channels == (staging, url)
-        assert solve_env[AUTH_VARIABLE] != str(auth)
+        assert solve.channels[0] == staging
+        (relayed,) = solve.channels[1:]
+        assert (
+            relayed.startswith("http://127.0.0.1:")
+            and not relayed.startswith(url)
+            and "secret" not in relayed
+        )
+        assert AUTH_VARIABLE not in solve_env
+        # The relay fetched the channel for it, with the channel's own credentials.
+        basic = "Basic " + base64.b64encode(b"user:secret").decode()
+        assert {r["headers"].get("authorization") for r in requests()} == {basic}
     else:
         assert solves == []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -346,3 +347,107 @@ def test_a_body_that_stops_coming_is_given_up_on_after_the_read_timeout(
         for peer in taken:
             peer.close()
     assert raised.value.message == f"{url} did not answer for {seconds_arg(0.5)} s: gave up"
+
+
+# ---- the three deadlines told apart: connect, read (each wait, the body's too) and total (issue 47) --------
+
+
+def _stalling_server(listener: socket.socket, body: bytes, *, interval: float | None) -> threading.Thread:
+    """Answer one request with a head announcing 1000 bytes, then ``body``: at once and then silence
+    (``interval`` None), or one byte every ``interval`` seconds (a trickle that keeps each read alive)."""
+    listener.setblocking(True)
+    taken: list[socket.socket] = []
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        taken.append(peer)
+        peer.recv(65536)
+        peer.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        try:
+            if interval is None:
+                peer.sendall(body)
+                peer.recv(1)  # silent until the client hangs up
+            else:
+                for byte in body:
+                    peer.sendall(bytes([byte]))
+                    time.sleep(interval)
+        except OSError:
+            pass
+        finally:
+            peer.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def _timed(url: str, timeouts: Timeouts) -> tuple[HttpError, float]:
+    """The error a GET of ``url`` whose body is read whole ends in, and the seconds it took."""
+    started = time.monotonic()
+    with pytest.raises(HttpError) as raised, open_request("GET", url, timeouts=timeouts) as answer:
+        answer.read_all()
+    return raised.value, time.monotonic() - started
+
+
+def test_a_stalled_body_ends_after_the_read_timeout_not_the_connect_timeout_nor_the_total(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The body's first bytes, then silence: the read timeout (0.5 s) ends it, long before the connect
+    timeout (30 s, what a socket left with its connect timeout would wait) and the total (60 s)."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    server = _stalling_server(listener, b"0123456789", interval=None)
+    error, took = _timed(f"{url}/x", Timeouts(connect=seconds(30), read=seconds(0.5), total=seconds(60)))
+    server.join(seconds(10))
+    assert error.message == f"{url} did not answer for {seconds_arg(0.5)} s: gave up"
+    assert error.timed_out
+    assert seconds(0.45) <= took < seconds(10), took
+
+
+def test_a_trickling_body_ends_at_the_total_whatever_its_pace(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One byte every 0.1 s keeps every read within its timeout (5 s): the total (1 s) ends it, named."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    server = _stalling_server(listener, b"x" * 300, interval=0.1)
+    error, took = _timed(f"{url}/x", Timeouts(connect=seconds(30), read=seconds(5), total=seconds(1)))
+    server.join(seconds(10))
+    assert error.message == f"{url} did not finish the request within {seconds_arg(1)} s: gave up"
+    assert seconds(0.9) <= took < seconds(5), took
+
+
+def test_a_server_that_takes_no_connection_ends_after_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A listener whose queue is full (nothing accepts): the connect timeout (0.5 s) ends the wait, long
+    before the read timeout (30 s) and the total (60 s)."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    queued = []
+    for _ in range(4):  # fill the accept queue: a SYN beyond it is dropped, and the connect waits
+        client = socket.socket()
+        client.setblocking(False)
+        client.connect_ex(full.getsockname())
+        queued.append(client)
+    url = f"http://127.0.0.1:{full.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        with (
+            pytest.raises(HttpError) as raised,
+            open_request(
+                "GET",
+                f"{url}/x",
+                timeouts=Timeouts(connect=seconds(0.5), read=seconds(30), total=seconds(60)),
+            ),
+        ):
+            pass
+        took = time.monotonic() - started
+    finally:
+        for client in queued:
+            client.close()
+        full.close()
+    assert raised.value.message == f"{url} did not accept a connection within {seconds_arg(0.5)} s"
+    assert took < seconds(10), took

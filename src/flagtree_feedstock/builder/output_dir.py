@@ -10,10 +10,9 @@
 - Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
   renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
   (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
-- The staging folder's, the credentials' folder's (:func:`scratch_place`) and a temporary package's names
-  carry their owner (the toolkit's pid and start time): what a SIGKILLed build left of them (a channel's
-  password among it) is removed by the next build into the folder (:func:`remove_debris`), and only when that
-  owner is gone.
+- The staging folder's, the steps' copies' folder's (:func:`scratch_place`) and a temporary package's names
+  carry their owner (the toolkit's pid and start time): what a SIGKILLed build left of them is removed by the
+  next build into the folder (:func:`remove_debris`), and only when that owner is gone.
 - The engine's package cache is the folder's own (:func:`package_cache`), and a package about to be rebuilt
   is dropped from it first (:func:`evict`): py-rattler-build 0.73 tests a package it just built from the
   cache entry of the same file name when there is one (tests/README.md), so a rebuilt package would be
@@ -109,8 +108,7 @@ def output_lock(channel_dir: Path) -> Iterator[FolderLock]:
 
 def scratch_place(channel_dir: Path, kind: str) -> tuple[Path, str]:
     """Where a scratch folder of this build into ``channel_dir`` is made (:func:`staging_parent`), and the start
-    of its name: ``kind`` (``staging``; ``auth``, the channels' credentials; ``copies``, the steps' channels of
-    repacked packages) and its owner, by which :func:`remove_debris` knows what a killed build left."""
+    of its name: ``kind`` (``staging``; ``copies``, the steps' channels of repacked packages) and its owner, by which :func:`remove_debris` knows what a killed build left."""
     name = re.sub(r"\s", "_", channel_dir.resolve().name)  # no blank in the engine's paths (staging_parent)
     return staging_parent(channel_dir), f".{name}-{kind}-{owner()}-"
 
@@ -125,7 +123,7 @@ def remove_debris(channel_dir: Path) -> None:
     and so is one that ``--keep-build`` kept for inspection.
     """
     name = re.sub(r"\s", "_", channel_dir.resolve().name)
-    scratch = re.compile(rf"\.{re.escape(name)}-(staging|auth|copies)-{OWNER}-[^/]*")
+    scratch = re.compile(rf"\.{re.escape(name)}-(staging|copies)-{OWNER}-[^/]*")
     debris = [
         p
         for p in staging_parent(channel_dir).glob(f".{name}-*-*")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -34,8 +33,9 @@ from urllib.parse import unquote, urlsplit
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, EngineChannels, rattler_client
+from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, EngineChannels
 from flagtree_feedstock.channel.folder import _settled, index_channel, package_files, read_info
+from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.channel.remote_packages import download
 from flagtree_feedstock.channel.repack import repacked
@@ -76,6 +76,7 @@ def run_tests(
     scratch: Path,
     staging: Path,
     engine: EngineChannels,
+    relay: Relay,
     cache: Path,
     link_scripts: LinkScriptPolicy,
     env: Mapping[str, str],
@@ -108,6 +109,7 @@ def run_tests(
                     copies,
                     staging=staging,
                     engine=engine,
+                    relay=relay,
                     cache=cache,
                     link_scripts=link_scripts,
                 )
@@ -174,10 +176,11 @@ def environments(tests: Sequence[Mapping[str, Any]], package_spec: str) -> list[
     return environments
 
 
-def presolve_channels(staging: Path, engine: EngineChannels) -> list[str]:
+def presolve_channels(staging: Path, relay: Relay) -> list[str]:
     """The channels the toolkit's solve of the tests' environments reads, in order: the staging folder, then
-    the user's channels (without their secrets: the client authenticates, :func:`.channel.credentials`)."""
-    return [staging.as_uri(), *engine.channels]
+    the user's channels as the toolkit's relay on loopback serves them (:mod:`..channel.index_relay`: every
+    upstream byte fetched by the toolkit's client with the credentials of its origin; rattler gets none)."""
+    return [staging.as_uri(), *relay.urls]
 
 
 def copy_test_packages(
@@ -187,6 +190,7 @@ def copy_test_packages(
     *,
     staging: Path,
     engine: EngineChannels,
+    relay: Relay,
     cache: Path,
     link_scripts: LinkScriptPolicy,
 ) -> None:
@@ -204,14 +208,17 @@ def copy_test_packages(
     if not needed:
         return
     records: dict[str, Any] = {}
-    with _solver(engine) as solve:
+    scratch = copies.parent
+    with _solver(relay, scratch / "rattler-cache") as solve:
         for environment in needed:
             platform = host_platform() if environment.on == "build" or subdir == "noarch" else subdir
-            for record in solve(presolve_channels(staging, engine), environment.specs, platform):
+            for record in solve(presolve_channels(staging, relay), environment.specs, platform):
                 if record.file_name != package.name:
                     records.setdefault(str(record.url), record)
-    scratch = copies.parent
-    for url, record in records.items():
+    relay.check()  # fail closed: a channel the relay could not read is never left out of a solve
+    for solved, record in records.items():
+        # A channel's package, downloaded below with the credentials of its origin; the staging folder's as is.
+        url = relay.upstream(solved) if solved.startswith(f"{relay.base}/") else solved
         where, file_name = place_of({"url": url, "subdir": record.subdir, "fn": record.file_name})
         if url.startswith("file://"):
             original, source = Path(unquote(urlsplit(url).path)), None
@@ -239,38 +246,43 @@ def _hex(digest: object) -> str | None:
 
 
 @contextmanager
-def _solver(engine: EngineChannels) -> Iterator[Any]:
+def _solver(relay: Relay, cache: Path) -> Iterator[Any]:
     """A function solving specs from channels for a platform with py-rattler (this machine's virtual
-    packages, as the engine's tests see them; ``engine``'s credentials), raising one line for a failure."""
+    packages, as the engine's tests see them), its client reaching the ``relay`` alone and no credentials, its
+    cache of indexes ``cache``; a failure is one line, the relay's own first when it refused a channel."""
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
     virtual = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
-    with rattler_client(engine, os.environ) as client:
-        gateway = None if client is None else rattler.Gateway(client=client)
+    gateway = rattler.Gateway(
+        cache_dir=cache, client=rattler.Client.from_config(rattler.Config.from_toml(relay.client_config()))
+    )
 
-        def solve(channels: Sequence[str], specs: Sequence[str], platform: str) -> list[Any]:
-            try:
-                return list(
-                    _settled(
-                        rattler.solve(
-                            [rattler.Channel(c) for c in channels],
-                            [rattler.MatchSpec(s, strict=False) for s in specs],
-                            gateway=gateway,
-                            platforms=[platform, "noarch"],
-                            virtual_packages=virtual,
-                        )
+    def solve(channels: Sequence[str], specs: Sequence[str], platform: str) -> list[Any]:
+        shown = [relay.shown(c) for c in channels]
+        try:
+            return list(
+                _settled(
+                    rattler.solve(
+                        [rattler.Channel(c) for c in channels],
+                        [rattler.MatchSpec(s, strict=False) for s in specs],
+                        gateway=gateway,
+                        platforms=[platform, "noarch"],
+                        virtual_packages=virtual,
                     )
                 )
-            except errors.SolverError as exc:
-                raise _unsolvable(str(exc), specs, channels) from None
-            except (errors.GatewayError, errors.FetchRepoDataError) as exc:
-                raise DependencyError(
-                    f"the tests' environment ({' '.join(specs)}) could not be solved: a channel is unreachable: "
-                    f"{shown_text(_first_line(str(exc)), channels)}",
-                    fix="check the network and the --channel URLs; --no-test builds without the tests",
-                ) from None
+            )
+        except errors.SolverError as exc:
+            relay.check()
+            raise _unsolvable(relay.shown(str(exc)), specs, shown) from None
+        except (errors.GatewayError, errors.FetchRepoDataError) as exc:
+            relay.check()
+            raise DependencyError(
+                f"the tests' environment ({' '.join(specs)}) could not be solved: a channel is unreachable: "
+                f"{shown_text(_first_line(relay.shown(str(exc))), shown)}",
+                fix="check the network and the --channel URLs; --no-test builds without the tests",
+            ) from None
 
-        yield solve
+    yield solve
 
 
 def _unsolvable(text: str, specs: Sequence[str], channels: Sequence[str]) -> DependencyError:

@@ -12,13 +12,14 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flagtree_feedstock._own_files import PATCH, read_own, repository_of
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, authentication_file, split_credentials
+from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, split_credentials, with_own_credentials
+from flagtree_feedstock.channel.index_relay import serving
 from flagtree_feedstock.channel.link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from flagtree_feedstock.errors import (
     BuildFailedError,
@@ -141,7 +142,8 @@ def run_plan(
     channel_dir = settings.channel_dir
     subdirs = (source.target_platform, "noarch")
     published: list[Path] = []
-    engine = split_credentials(settings.channels)  # the engine never sees a channel's secret in its URL
+    # The channels' credentials, and your RATTLER_AUTH_FILE's for their hosts: the relay's alone, never the engine's.
+    engine = with_own_credentials(split_credentials(settings.channels), os.environ)
     with output_lock(channel_dir) as lock:
         index_held(channel_dir)
         todo = []
@@ -156,21 +158,24 @@ def run_plan(
         cache = package_cache(channel_dir)
         evict(cache, [step.stem for step in todo])
         cache_of_copies = repack_cache(channel_dir)
-        place, prefix = scratch_place(channel_dir, "auth")
         # Beside the output folder, as the copies' cache is: a copy is linked into a step's channel, not copied.
         copies_place, copies_prefix = scratch_place(channel_dir, "copies")
         with (
-            authentication_file(engine, os.environ, folder=place, prefix=prefix) as auth,
             staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
             tempfile.TemporaryDirectory(prefix=copies_prefix, dir=copies_place) as scratch,
+            # The user's channels, for the solves before the builds and tests: served on loopback by the toolkit,
+            # which fetches every byte of them with its own client and their credentials (index_relay.py).
+            serving(
+                engine.channels, authorize=engine.authorize, scratch=_made(Path(scratch) / "relay")
+            ) as relay,
         ):
-            # The build call reads no remote channel and gets no credentials, not even the user's own file.
+            # No engine call reads a remote channel or gets credentials, not even the user's own file: the build
+            # call reads the step's copies and the staging folder, the solve before it the relay.
             env = {
                 **{k: v for k, v in os.environ.items() if k != AUTH_VARIABLE},
                 "RATTLER_CACHE_DIR": str(cache),
             }
-            # The solve before each build reads the channels as given, with their credentials.
-            presolve_env = {**env, **({AUTH_VARIABLE: str(auth)} if auth else {})}
+            presolve_env = {**env, **_direct_to_loopback(env)}
             leave_out = {step.stem for step in todo} if settings.force else set()
             known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
@@ -190,12 +195,13 @@ def run_plan(
                 )
                 if installs_packages(step.output):
                     repacked_channel(
-                        replace(call, channels=presolve_channels(staging, engine)),
+                        replace(call, channels=presolve_channels(staging, relay)),
                         copies,
                         cache=cache_of_copies,
                         env=presolve_env,
                         lock=lock,
                         authorize=engine.authorize,
+                        relay=relay,
                         link_scripts=settings.link_scripts,
                         name=step.describe(),
                         given=given,
@@ -220,6 +226,7 @@ def run_plan(
                     scratch=Path(scratch),
                     staging=staging,
                     engine=engine,
+                    relay=relay,
                     cache=cache_of_copies,
                     link_scripts=settings.link_scripts,
                     env=env,
@@ -245,6 +252,20 @@ def run_plan(
                         _log_script_tail(staging)
                     raise classify_build_error(step, result.text, given, staging=staging)
     return published
+
+
+def _made(folder: Path) -> Path:
+    """``folder``, made (its parent exists)."""
+    folder.mkdir()
+    return folder
+
+
+def _direct_to_loopback(env: Mapping[str, str]) -> dict[str, str]:
+    """``no_proxy``/``NO_PROXY`` of ``env`` with ``127.0.0.1`` added: the engine reaches the relay directly, never
+    through an ``http_proxy`` of the environment."""
+    given = [h for h in (env.get("no_proxy") or env.get("NO_PROXY") or "").split(",") if h.strip()]
+    hosts = ",".join([*given, "127.0.0.1"] if "127.0.0.1" not in given else given)
+    return {"no_proxy": hosts, "NO_PROXY": hosts}
 
 
 def _engine_call(

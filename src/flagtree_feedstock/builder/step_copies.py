@@ -38,8 +38,8 @@ from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.credentials import EngineChannels
 from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.channel.remote_packages import Authorize, download
 from flagtree_feedstock.channel.repack import repacked
@@ -64,11 +64,12 @@ def installs_packages(output: RenderedOutput) -> bool:
     )
 
 
-def presolve_channels(staging: Path, engine: EngineChannels) -> tuple[str, ...]:
+def presolve_channels(staging: Path, relay: Relay) -> tuple[str, ...]:
     """The channels the solve before a build reads: the staging folder (the packages built and held), then the
-    user's channels without their secrets (their credentials go in the authentication file). The one place
-    that says which channels reach the engine's solve."""
-    return (staging.as_uri(), *engine.channels)
+    user's channels as the toolkit's relay on loopback serves them (:mod:`..channel.index_relay`: every
+    upstream byte fetched by the toolkit's client, with the credentials of its origin; the engine gets none).
+    The one place that says which channels reach the engine's solve."""
+    return (staging.as_uri(), *relay.urls)
 
 
 def build_channels(copies: Path, staging: Path) -> tuple[str, ...]:
@@ -93,6 +94,7 @@ def repacked_channel(
     env: dict[str, str],
     lock: FolderLock,
     authorize: Authorize,
+    relay: Relay,
     link_scripts: LinkScriptPolicy,
     name: str,
     given: Sequence[str],
@@ -111,10 +113,14 @@ def repacked_channel(
         solve, events=None, env={**env, "RATTLER_CACHE_DIR": str(scratch / "solve-cache")}, lock=lock
     )
     if result.outcome != "ok":  # no copies, no build: never one from the channels as given
-        raise presolve_error(name, result.text, given, crashed=result.outcome == "crash")
+        relay.check()  # the relay's own line (a channel refused or unreadable), not the engine's
+        raise presolve_error(name, relay.shown(result.text), given, crashed=result.outcome == "crash")
+    relay.check()  # fail closed: a channel the relay could not read is never left out of a solve
     records = solved_packages(result)
     for record in records:
         url = str(record.get("url") or "")
+        if url.startswith(f"{relay.base}/"):
+            url = relay.upstream(url)  # downloaded below with the credentials of its origin
         subdir, file_name = place_of(record)
         if url.startswith("file://"):
             original, source = Path(unquote(urlsplit(url).path)), None

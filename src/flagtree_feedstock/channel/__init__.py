@@ -2,6 +2,8 @@
 
 - :mod:`.folder`: a local channel folder: its packages checked whole, indexed (py-rattler), installed from;
 - :mod:`.credentials`: a channel's credentials out of its URL, for rattler, bound to their origin;
+- :mod:`.index_relay`: the server on loopback a solve reads instead of the channels, every byte fetched by the
+  toolkit's client;
 - :mod:`.upload`: a channel folder published to prefix.dev or anaconda.org;
 - :mod:`.upload_api`: the requests of each server's upload API;
 - :mod:`.package_reader`: a package file read whole and bounded, its paths and links checked;

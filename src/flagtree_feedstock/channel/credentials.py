@@ -1,65 +1,46 @@
-"""A channel's credentials taken out of its URL, for rattler: bare URLs, the secrets in a file of mode 0600.
+"""A channel's credentials taken out of its URL, held by the toolkit, never handed to rattler.
 
 A ``--channel`` (a build's, ``channel install``'s ``-c``) may carry a secret: a password
 (``https://user:PW@host/chan``) or anaconda.org's token (``https://conda.anaconda.org/t/TOKEN/chan``). Given
 to rattler in the URL, it would be written where others can read it: into rattler's repodata cache (each
 subdir's ``.info.json`` and shard cache record the URL, mode 0644, kept between runs), the channels recorded
-in each built package and each installed package's ``conda-meta`` record. So rattler gets each channel without
-its userinfo, token and query (rattler does not send a channel's query anyway), and the credentials go into a
-rattler authentication file (``RATTLER_AUTH_FILE``, or a client's ``authentication-override-file``:
-``BasicHTTP`` for a user and password, ``CondaToken`` for a ``/t/`` token, which rattler puts back into the
-path of each request), in a private folder that is removed when the command ends
-(:func:`authentication_file`); one that a SIGKILLed command left is removed by the next (a build's is beside
-its output folder, so the next build into it removes it; ``channel install``'s is in the temporary folder).
-A ``RATTLER_AUTH_FILE`` of your own is read and kept in it (for a host both name, the channel's credentials
-win).
+in each built package and each installed package's ``conda-meta`` record. So no channel reaches rattler or the
+engine at all: every solve reads the channels through the toolkit's server on loopback
+(:mod:`.index_relay`), which fetches each byte with the toolkit's client and the credential of its origin
+(:meth:`EngineChannels.authorize`), and the packages are downloaded the same way
+(:mod:`.remote_packages`). Nothing secret is written to a file, so nothing is left when a command is killed.
+A ``RATTLER_AUTH_FILE`` of your own is read (:func:`with_own_credentials`) for the hosts of the channels you
+name (for a host both name, the channel's credentials win); the engine never gets it.
 
-Rattler keys the file by host alone, not by scheme and port (py-rattler 0.28: an entry ``host:port`` or
-``http://host:port`` is never used), and by the host as the WHATWG standard canonicalises it (``2130706433``,
-``0x7f.0.0.1``, ``127.1`` and ``127.0.0.%31`` are ``127.0.0.1``; a unicode name is its punycode). So every
+A credential is keyed by the host as the WHATWG standard canonicalises it (``2130706433``, ``0x7f.0.0.1``,
+``127.1`` and ``127.0.0.%31`` are ``127.0.0.1``; a unicode name is its punycode), as rattler reads a URL: every
 channel URL is read that way, once (:func:`.._url_parsing.parse_url`, rattler's own rule deciding what is a URL:
-``scheme://``); rattler gets its canonical form, and the credentials are keyed by its canonical host: what is
-compared here is what rattler reads. A credential belongs to the origin it was given for (scheme, host and
-port, as :class:`.._http.Origin` says), so a channel on that host at an origin the credential was not given
-for (``http://host:8080`` beside ``https://user:PW@host``: the password would cross the network in clear
-text; ``http://2130706433:8080`` beside ``http://user:PW@127.0.0.1``) is refused in one line, naming both; so
-are a channel with both a password and a token, two channels of one host with different credentials, which
-the file cannot express, a secret in a channel URL that is not http(s) (rattler would not send it), and a URL
-that cannot be read one way only (:class:`.._url_parsing.UrlRefused`: a backslash before its path names one
-host to Python and another to rattler).
+``scheme://``). A credential belongs to the origin it was given for (scheme, host and port, as
+:class:`.._http.Origin` says), so a channel on that host at an origin the credential was not given for
+(``http://host:8080`` beside ``https://user:PW@host``: the password would cross the network in clear text;
+``http://2130706433:8080`` beside ``http://user:PW@127.0.0.1``) is refused in one line, naming both; so are a
+channel with both a password and a token, two channels of one host with different credentials, a secret in a
+channel URL that is not http(s), and a URL that cannot be read one way only (:class:`.._url_parsing.UrlRefused`:
+a backslash before its path names one host to Python and another to rattler).
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import logging
-import os
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote
 
-from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._http import Credential, HttpError, Origin
-from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._own_files import AUTH, read_own
-from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock._url_parsing import DEFAULT_PORTS, Url, UrlRefused, parse_url
 from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ConfigurationError
 
 AUTH_VARIABLE = "RATTLER_AUTH_FILE"
-AUTH_FILE = "auth.json"
-# The start of the name of ``channel install``'s credentials' folder, in the temporary folder.
-_INSTALL_AUTH = "flagtree-feedstock-auth"
-LOGGER = logging.getLogger(__name__)
 # What rattler takes for a URL rather than a channel name or a path (rattler_conda_types' parse_scheme): a
 # letter, then at most ten letters or digits, then ``://``.
 _URL_SCHEME = re.compile(r"[^\W\d_][^\W_]{0,10}://")
@@ -89,10 +70,36 @@ class EngineChannels:
             token = quote(str(entry["CondaToken"]), safe="")
             return read.replaced(pathname=f"/t/{token}{read.path}").href, None
         url = read.href
-        basic = entry["BasicHTTP"]
-        user, password = str(basic["username"]), str(basic["password"])
+        basic, bearer = entry.get("BasicHTTP"), entry.get("BearerToken")
+        if isinstance(bearer, str) and bearer:
+            return url, Credential(origin=origin, authorization=f"Bearer {bearer}", secret=bearer)
+        if not isinstance(basic, dict):
+            return url, None  # a kind of entry no http(s) channel uses (S3): nothing to send
+        user, password = str(basic.get("username", "")), str(basic.get("password", ""))
         pair = base64.b64encode(f"{user}:{password}".encode()).decode()
         return url, Credential(origin=origin, authorization=f"Basic {pair}", secret=password or pair)
+
+
+def with_own_credentials(engine: EngineChannels, env: Mapping[str, str]) -> EngineChannels:
+    """``engine`` with the entries of the user's own ``RATTLER_AUTH_FILE`` (read from ``env``) for the hosts
+    of its channels that carry no credentials in their URL, each sent to the origins of the channels the user
+    gave on that host only (rattler would send it to any port and scheme of the host): what the toolkit's
+    client (the relay, :mod:`.index_relay`, and the downloads) sends where rattler read the file itself."""
+    own = _own_entries(env)
+    if not own:
+        return engine
+    credentials, origins = dict(engine.credentials), {h: set(o) for h, o in engine.origins.items()}
+    for channel in engine.channels:
+        origin = _origin(channel, _read(channel, channel))
+        if origin is None or origin.host in engine.credentials or origin.host not in own:
+            continue
+        credentials[origin.host] = own[origin.host]
+        origins.setdefault(origin.host, set()).add(origin)
+    return EngineChannels(
+        channels=engine.channels,
+        credentials=credentials,
+        origins={host: frozenset(found) for host, found in origins.items()},
+    )
 
 
 def split_credentials(channels: Sequence[str]) -> EngineChannels:
@@ -197,56 +204,6 @@ def _split(channel: str) -> tuple[str, str, object | None]:
         user, password = unquote(read.username), unquote(read.password)
         return bare, host, {"BasicHTTP": {"username": user, "password": password}}
     return bare, host, None
-
-
-@contextmanager
-def authentication_file(
-    engine: EngineChannels, env: Mapping[str, str], *, folder: Path, prefix: str
-) -> Iterator[Path | None]:
-    """The credentials in an authentication file of mode 0600, in a folder of mode 0700 made in ``folder``
-    (its name begins with ``prefix``), merged over the user's own ``RATTLER_AUTH_FILE`` (read from ``env``);
-    removed on leaving, however that happens. None when no channel carries a secret."""
-    if not engine.credentials:
-        yield None
-        return
-    entries = {**_own_entries(env), **engine.credentials}
-    private = Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
-    try:
-        path = private / AUTH_FILE
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            json.dump(entries, file)
-        yield path
-    finally:
-        with deferred_interrupts():
-            shutil.rmtree(private, ignore_errors=True)
-
-
-@contextmanager
-def rattler_client(engine: EngineChannels, env: Mapping[str, str]) -> Iterator[Any | None]:
-    """A py-rattler client that authenticates with ``engine``'s credentials (their file in a private folder
-    in the temporary folder, :func:`authentication_file`, removed on leaving; one that a killed command left
-    there is removed first); None when no channel carries a secret (py-rattler's own client)."""
-    rattler = require("rattler", "py-rattler")
-    place = Path(tempfile.gettempdir())
-    _remove_left(place, _INSTALL_AUTH)
-    with authentication_file(engine, env, folder=place, prefix=f"{_INSTALL_AUTH}-{owner()}-") as path:
-        if path is None:
-            yield None
-            return
-        config = rattler.Config.from_toml(f"authentication-override-file = {json.dumps(str(path))}")
-        yield rattler.Client.from_config(config)
-
-
-def _remove_left(place: Path, name: str) -> None:
-    """Remove the credentials' folders named ``<name>-<owner>-…`` in ``place`` whose owner no longer runs: a
-    killed command's (SIGKILL, which no cleanup survives)."""
-    left = re.compile(rf"{re.escape(name)}-{OWNER}-[^/]*")
-    for path in place.glob(f"{name}-*"):
-        if owner_gone(left.fullmatch(path.name)) and path.is_dir() and not path.is_symlink():
-            with deferred_interrupts():
-                shutil.rmtree(path, ignore_errors=True)
-            LOGGER.info("removed %s, left by a command that was killed", path)
 
 
 def _own_entries(env: Mapping[str, str]) -> dict[str, object]:

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import parse_json
 from flagtree_feedstock._foreign_text import FIELD_CHARS, bounded
+from flagtree_feedstock._http import Timeouts
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._paths import check_folder, probe_writable
 from flagtree_feedstock._processes import wait_for_idle_threads
@@ -31,7 +32,8 @@ from flagtree_feedstock.errors import (
 )
 from flagtree_feedstock.platforms import PlatformName
 
-from .credentials import EngineChannels, rattler_client, split_credentials
+from .credentials import EngineChannels, split_credentials, with_own_credentials
+from .index_relay import TIMEOUTS, serving
 from .index_stand_ins import REPODATA, stand_in_channel, stand_in_for, with_package_digests
 from .link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from .package_reader import DamagedPackage, UnsafePackage, load_json, read_package
@@ -513,13 +515,16 @@ def smoke_install(
     extra_channels: Sequence[str] = (),
     link_scripts: LinkScriptPolicy = NONE_ALLOWED,
     cache: Path | None = None,
+    timeout: float | None = None,
 ) -> list[InstalledPackage]:
     """Solve ``specs`` against the local channel (plus ``extra_channels``) and install into ``prefix``.
 
     Every package installed is checked first (:func:`check_package`): a local channel's before the solve, a
     remote channel's once the solve took it, downloaded into a folder of the run's own and installed from that
     checked copy (:mod:`.remote_packages`). One that carries link scripts is refused unless ``link_scripts``
-    allows it; the scripts of those it allows run.
+    allows it; the scripts of those it allows run. The extra channels reach the solve through the toolkit's
+    server on loopback (:mod:`.index_relay`), each request to them within ``timeout`` seconds whole (else
+    :data:`.index_relay.TIMEOUTS`); a channel it cannot read stops the install in one line.
     """
     rattler = require("rattler", "py-rattler")
     errors = require("rattler.exceptions", "py-rattler")
@@ -531,7 +536,8 @@ def smoke_install(
     if not (channel_dir / "noarch" / "repodata.json").is_file():
         raise _not_indexed(channel_dir)
     check_channels(extra_channels)
-    engine = split_credentials(extra_channels)  # rattler never sees a channel's secret in its URL
+    # rattler never sees a channel's secret (in its URL, or in your RATTLER_AUTH_FILE): the relay sends it
+    engine = with_own_credentials(split_credentials(extra_channels), os.environ)
     for package in package_files(channel_dir):
         check_package(package)
     local_folders = [channel_dir, *(f for f in map(local_folder, extra_channels) if f is not None)]
@@ -543,26 +549,52 @@ def smoke_install(
     if prefix.exists() and any(prefix.iterdir()):
         raise ConfigurationError(f"prefix {prefix} is not empty", fix="pass a new or empty --prefix")
     local = rattler.Channel(channel_dir.resolve().as_uri())
-    extra = [rattler.Channel(c) for c in engine.channels]
     virtual = [
         rattler.GenericVirtualPackage(rattler.PackageName(n), rattler.Version(v), rattler.BuildString(b))
         for n, v, b in _TARGET_VIRTUAL_PACKAGES[platform]
     ]
-    with rattler_client(engine, os.environ) as client:
+    if timeout is not None and not timeout > 0:
+        raise ConfigurationError(
+            f"--timeout {timeout:g} is not a positive number of seconds", fix="give e.g. --timeout 600"
+        )
+    timeouts = (
+        TIMEOUTS
+        if timeout is None
+        else Timeouts(connect=min(TIMEOUTS.connect, timeout), read=min(TIMEOUTS.read, timeout), total=timeout)
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="flagtree-feedstock-relay-") as scratch,
+        # rattler reads the extra channels from the toolkit's server on loopback only: no remote URL, no
+        # credentials, no user's folder (index_relay.py); its cache of them is the run's own.
+        serving(
+            engine.channels, authorize=engine.authorize, scratch=Path(scratch), timeouts=timeouts
+        ) as relay,
+    ):
+        extra = [rattler.Channel(url) for url in relay.urls]
         try:
             records = _settled(
                 rattler.solve(
                     [local, *extra],
                     match_specs,
-                    gateway=None if client is None else rattler.Gateway(client=client),
+                    gateway=rattler.Gateway(
+                        cache_dir=Path(scratch) / "rattler-cache",
+                        client=rattler.Client.from_config(rattler.Config.from_toml(relay.client_config())),
+                    ),
                     platforms=[platform, "noarch"],
                     virtual_packages=virtual,
                 )
             )
         except (errors.GatewayError, errors.FetchRepoDataError) as exc:
+            relay.check()  # the relay's own line, not rattler's, when it refused or could not fetch
             raise _unreachable(exc, [str(channel_dir), *extra_channels], [local, *extra]) from None
         except errors.SolverError as exc:
+            relay.check()
             raise _unsolvable(exc, channel_dir, specs, names, platform) from None
+        relay.check()  # fail closed: a channel the relay could not read is never left out of a solve
+        shown = {str(r.channel): relay.given(str(r.channel)) for r in records}
+        for record in records:
+            if not str(record.url).startswith("file://"):
+                record.url = relay.upstream(str(record.url))  # fetched with the credentials of its origin
         _install(
             records,
             prefix,
@@ -574,7 +606,10 @@ def smoke_install(
         )
     return [
         InstalledPackage(
-            name=r.name.normalized, version=str(r.version), build=str(r.build), channel=str(r.channel)
+            name=r.name.normalized,
+            version=str(r.version),
+            build=str(r.build),
+            channel=shown.get(str(r.channel), str(r.channel)),
         )
         for r in sorted(records, key=lambda r: r.name.normalized)
     ]

@@ -69,14 +69,31 @@ def use_repacked_copies(
     return runs_scripts
 
 
-def download(url: str, copy: Path, *, sha256: str | None, size: int | None, authorize: Authorize) -> str:
-    """Download ``url`` to ``copy`` (a new file), within the size the index gives and with its sha256; the
-    copy's sha256."""
-    return _download(url, copy.name, copy.parent, sha256=sha256, size=size, authorize=authorize)
+def download(
+    url: str,
+    copy: Path,
+    *,
+    sha256: str | None,
+    size: int | None,
+    authorize: Authorize,
+    timeouts: Timeouts = TIMEOUTS,
+) -> str:
+    """Download ``url`` to ``copy`` (a new file), within the size the index gives and with its sha256, each
+    request within ``timeouts``; the copy's sha256."""
+    return _download(
+        url, copy.name, copy.parent, sha256=sha256, size=size, authorize=authorize, timeouts=timeouts
+    )
 
 
 def _download(
-    url: str, name: str, folder: Path, *, sha256: str | None, size: int | None, authorize: Authorize
+    url: str,
+    name: str,
+    folder: Path,
+    *,
+    sha256: str | None,
+    size: int | None,
+    authorize: Authorize,
+    timeouts: Timeouts,
 ) -> str:
     """``url`` downloaded into ``folder/name``, within the size the index gives; its sha256."""
     shown = shown_url(url)
@@ -98,7 +115,7 @@ def _download(
     LOGGER.info("downloading %s", shown)
     try:
         asked, credential = authorize(url)
-        with open_request("GET", asked, timeouts=TIMEOUTS, credential=credential) as answer:
+        with open_request("GET", asked, timeouts=timeouts, credential=credential) as answer:
             if answer.status != 200:
                 raise ChannelError(
                     f"{shown} could not be downloaded: the server answered {status_text(answer.status)}",

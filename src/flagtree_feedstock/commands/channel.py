@@ -47,6 +47,14 @@ def add_parser(sub: Subparsers) -> None:
         metavar="CHANNEL",
         help="extra channel (repeatable)",
     )
+    install.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one request to a --channel may take, whole: connecting (at most 30 s of it), each "
+        "wait on the server (at most 60 s), its whole answer [600]",
+    )
     add_link_scripts_argument(install)
 
 
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Con
             platform=platform,
             extra_channels=args.channels,
             link_scripts=allowed,
+            timeout=args.timeout,
         )
     table = Table(title=f"installed from {args.channel_dir}")
     for column in ("name", "version", "build", "channel"):
