@@ -13,9 +13,9 @@ from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.variants import variant_files
 
+from .landing.new_packages import land_new_packages
 from .options import PackageFormat
 from .output_dir import index_held, output_lock, publish_new, seed_staging, staging_dir
-from .reproducible import land_new_packages
 
 CondaTool = Literal["conda-build", "boa"]
 
@@ -82,7 +82,7 @@ def build(request: CondaBuildRequest, *, base_env: Mapping[str, str] | None = No
     """Run conda-build/boa into a staging folder and publish + index the channel folder on success.
 
     conda-build builds every package in one process, so its packages land together, after it succeeded,
-    through the landing step of the rattler-build route (:func:`.reproducible.land_new_packages`): the same
+    through the landing step of the rattler-build route (:func:`.landing.one_pass.new_packages.land_new_packages`): the same
     SBOM, the same reproducible rewrite, in either format.
     """
     with output_lock(request.channel_dir):

@@ -30,7 +30,8 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
-from .landing import ENGINE_FORMATS, Progress
+from .landing.new_packages import land_new_packages
+from .landing.one_pass import ENGINE_FORMATS, Progress
 from .options import PackageFormat
 from .output_dir import (
     evict,
@@ -46,7 +47,6 @@ from .output_dir import (
 )
 from .plan import BuildStep
 from .remote_packages import installs_packages, repacked_channel, step_channel
-from .reproducible import land_new_packages
 
 LOGGER = logging.getLogger(__name__)
 # Lines of a build log that report the cause of a failure: compilers, linkers, CMake, Python.
@@ -186,7 +186,7 @@ def run_plan(
                     ):
                         call = replace(call, channels=(copies.as_uri(), *channels))
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
-                # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
+                # No build-machine paths, an SBOM, no engine clock or folders in what lands (landing/new_packages.py).
                 land_new_packages(
                     staging,
                     known,
@@ -236,7 +236,7 @@ def _engine_call(
         "channels": tuple(channels),
         "test_strategy": settings.test_strategy,
         "keep_build": settings.keep_build,
-        # The engine's fastest level: the landing compresses once, at the final level (landing.py).
+        # The engine's fastest level: the landing compresses once, at the final level (landing/one_pass.py).
         "package_format": ENGINE_FORMATS[settings.package_format],
         "events": events is not None,
     }
