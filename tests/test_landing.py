@@ -18,13 +18,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from flagtree_feedstock.builder.landing.one_pass.new_packages import land_new_packages
 
 from _peak_memory import run_measured
 from _tools import require_executable
 from flagtree_feedstock._archive import PackageMember, open_package
 from flagtree_feedstock._archive.package_write import write_package
 from flagtree_feedstock.builder.landing.epoch_rewrite import canonical_prefix
+from flagtree_feedstock.builder.landing.new_packages import land_new_packages
 from flagtree_feedstock.builder.landing.one_pass import land_package
 from flagtree_feedstock.builder.landing.payload_rewrite import BUILD_FOLDER, content_build_id
 from flagtree_feedstock.builder.landing.sbom import sbom_path
@@ -195,7 +195,7 @@ _LAND = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from flagtree_feedstock.builder.landing.one_pass.new_packages import land_new_packages
+    from flagtree_feedstock.builder.landing.new_packages import land_new_packages
     staging, recipe = Path(sys.argv[1]), Path(sys.argv[2])
     land_new_packages(
         staging, set(), channel_dir=staging.parent / "out", channels=[], recipe_dir=recipe, variant_files=[]

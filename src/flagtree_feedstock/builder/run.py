@@ -30,21 +30,9 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
-from .landing.new_packages import land_new_packages
 from .landing.one_pass import ENGINE_FORMATS, Progress
 from .options import PackageFormat
-from .output_dir import (
-    evict,
-    held_package,
-    index_held,
-    output_lock,
-    package_cache,
-    publish_new,
-    repack_cache,
-    scratch_place,
-    seed_staging,
-    staging_dir,
-)
+from .output_dir import OutputFolder
 from .plan import BuildStep
 from .remote_packages import installs_packages, repacked_channel, step_channel
 
@@ -122,7 +110,7 @@ def run_plan(
     already holds (same file name, so the same variant hash) is reused unless ``settings.force``, and the
     rest are built one engine call at a time (:mod:`._worker`) into a staging folder that links the
     channel's packages, so later steps solve against earlier ones (``pin_subpackage``). After every call,
-    whatever it finished lands in the channel folder (:func:`.output_dir.publish_new`), so a later failure
+    whatever it finished lands in the channel folder (:meth:`.output_dir.OutputFolder.land`), so a later failure
     or a Ctrl-C keeps it. ``engine_events`` is a py-rattler-build ``ProgressCallback`` (downloads, build
     steps, the build log), ``on_landing(package)`` a package's landing display. Returns the packages
     published.
@@ -134,26 +122,19 @@ def run_plan(
     subdirs = (source.target_platform, "noarch")
     published: list[Path] = []
     engine = split_credentials(settings.channels)  # the engine never sees a channel's secret in its URL
-    with output_lock(channel_dir) as lock:
-        index_held(channel_dir)
-        todo = []
-        for step in plan:
-            held = held_package(channel_dir, step.stem, subdirs)
-            if held is not None and not settings.force:
-                LOGGER.info("reusing %s (already in %s; --force rebuilds it)", held.name, channel_dir)
-                continue
-            todo.append(step)
+    folder = OutputFolder(channel_dir, subdirs)
+    with folder.opened() as lock:
+        todo = folder.lacking(plan, force=settings.force)
         if not todo:
             return published
-        cache = package_cache(channel_dir)
-        evict(cache, [step.stem for step in todo])
-        cache_of_copies = repack_cache(channel_dir)
-        place, prefix = scratch_place(channel_dir, "auth")
+        cache, cache_of_copies = folder.caches(rebuilt=[step.stem for step in todo])
+        place, prefix = folder.scratch_place("auth")
         # Beside the output folder, as the copies' cache is: a copy is linked into a step's channel, not copied.
-        copies_place, copies_prefix = scratch_place(channel_dir, "copies")
+        copies_place, copies_prefix = folder.scratch_place("copies")
+        leave_out = {step.stem for step in todo} if settings.force else set()
         with (
             authentication_file(engine, os.environ, folder=place, prefix=prefix) as auth,
-            staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
+            folder.staging(keep_on_failure=settings.keep_build, leave_out=leave_out) as staging,
             tempfile.TemporaryDirectory(prefix=copies_prefix, dir=copies_place) as scratch,
         ):
             env = {
@@ -161,8 +142,6 @@ def run_plan(
                 "RATTLER_CACHE_DIR": str(cache),
                 **({AUTH_VARIABLE: str(auth)} if auth else {}),
             }
-            leave_out = {step.stem for step in todo} if settings.force else set()
-            known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             channels = [staging.as_uri(), *engine.channels]
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
@@ -186,19 +165,15 @@ def run_plan(
                     ):
                         call = replace(call, channels=(copies.as_uri(), *channels))
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
-                # No build-machine paths, an SBOM, no engine clock or folders in what lands (landing/new_packages.py).
-                land_new_packages(
+                # No build-machine paths, an SBOM, no engine clock or folders in what lands (builder/landing/).
+                # A cross step can finish several packages (outputs it pins that were missing) before it fails.
+                published += folder.land(
                     staging,
-                    known,
-                    channel_dir=channel_dir,
                     channels=call.channels,
                     recipe_dir=source.recipe.parent,
                     variant_files=source.variant_files,
                     progress=on_landing,
-                )
-                # A cross step can finish several packages (outputs it pins that were missing) before it fails.
-                published += publish_new(
-                    staging, channel_dir, known=known, subdirs=subdirs, force=settings.force
+                    force=settings.force,
                 )
                 if result.outcome == "crash":
                     raise BuildFailedError(
