@@ -47,13 +47,13 @@ def test_an_archive_import_elsewhere_is_found(tmp_path: Path) -> None:
     copy = tmp_path / "flagtree_feedstock"
     (copy / "_archive").mkdir(parents=True)
     (copy / "_archive" / "zip_stream.py").write_text("import zipfile\n")  # the layer's own: allowed
-    (copy / "builder").mkdir()
-    (copy / "builder" / "landing.py").write_text(
+    (copy / "builder" / "landing").mkdir(parents=True)
+    (copy / "builder" / "landing" / "one_pass.py").write_text(
         "import json, tarfile\nfrom zipfile import ZipFile\n\n\ndef f():\n    import bz2\n    return require('zstandard', 'z')\n"
     )
     assert archive_imports(copy) == [
-        "builder/landing.py:1: tarfile",
-        "builder/landing.py:2: zipfile",
-        "builder/landing.py:6: bz2",
-        "builder/landing.py:7: zstandard",
+        "builder/landing/one_pass.py:1: tarfile",
+        "builder/landing/one_pass.py:2: zipfile",
+        "builder/landing/one_pass.py:6: bz2",
+        "builder/landing/one_pass.py:7: zstandard",
     ]

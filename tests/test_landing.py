@@ -1,4 +1,4 @@
-"""The landing's one streaming pass (builder/landing.py) on a package shaped as the engine writes one: every
+"""The landing's one streaming pass (builder/landing/one_pass.py) on a package shaped as the engine writes one: every
 rewrite of a large member done in pieces gives what the same rewrite of the whole file gives, the records
 follow the rewritten files, and the pass's peak memory does not grow with the package.
 
@@ -23,11 +23,11 @@ from _peak_memory import run_measured
 from _tools import require_executable
 from flagtree_feedstock._archive import PackageMember, open_package
 from flagtree_feedstock._archive.package_write import write_package
-from flagtree_feedstock.builder.landing import land_package
-from flagtree_feedstock.builder.normalise import BUILD_FOLDER, content_build_id
-from flagtree_feedstock.builder.package_finish import canonical_prefix
-from flagtree_feedstock.builder.reproducible import land_new_packages
-from flagtree_feedstock.builder.sbom import sbom_path
+from flagtree_feedstock.builder.landing.epoch_rewrite import canonical_prefix
+from flagtree_feedstock.builder.landing.new_packages import land_new_packages
+from flagtree_feedstock.builder.landing.one_pass import land_package
+from flagtree_feedstock.builder.landing.payload_rewrite import BUILD_FOLDER, content_build_id
+from flagtree_feedstock.builder.landing.sbom import sbom_path
 from flagtree_feedstock.channel.folder import package_stem
 from flagtree_feedstock.errors import BuildFailedError
 
@@ -151,7 +151,7 @@ def test_a_large_package_is_rewritten_in_pieces_as_whole_files_would_be(tmp_path
     )
     assert package_stem(package) == "toy-1-0"  # the package check reads it whole
     landed = _members(package)
-    # What the whole-file rewrites give (builder/normalise.py: the host prefix, then the build folder).
+    # What the whole-file rewrites give (builder/landing/payload_rewrite.py: the host prefix, then the build folder).
     whole_binary = payload["lib/big.bin"].replace(host.encode(), canonical_prefix(host).encode())
     whole_binary = whole_binary.replace(build_dir.encode(), canonical_prefix(build_dir).encode())
     assert landed["lib/big.bin"][1] == whole_binary
@@ -195,7 +195,7 @@ _LAND = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from flagtree_feedstock.builder.reproducible import land_new_packages
+    from flagtree_feedstock.builder.landing.new_packages import land_new_packages
     staging, recipe = Path(sys.argv[1]), Path(sys.argv[2])
     land_new_packages(
         staging, set(), channel_dir=staging.parent / "out", channels=[], recipe_dir=recipe, variant_files=[]

@@ -8,6 +8,7 @@ import inside a function counts as much as one at the top.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = "flagtree_feedstock"
@@ -151,3 +152,49 @@ def test_no_subpackage_is_named_as_tool_output() -> None:
         if folder.is_dir() and folder.name in OUTPUT_FOLDERS
     )
     assert named == []
+
+
+def unmapped(root: Path = ROOT) -> list[str]:
+    """The modules (and nested folders of modules) of each subpackage that its ``__init__`` docstring's map does
+    not name as ``:mod:`.NAME```, as ``folder/NAME``."""
+    found = []
+    for init in sorted(root.rglob("__init__.py")):
+        folder = init.parent
+        if folder == root:
+            continue  # the package's own docstring maps the layers, by subpackage
+        docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+        held = sorted(
+            [p.stem for p in folder.glob("*.py") if p.name != "__init__.py"]
+            + [p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.py"))]
+        )
+        found += [f"{folder.relative_to(root)}/{name}" for name in held if f":mod:`.{name}`" not in docstring]
+    return found
+
+
+def test_every_subpackage_s_map_names_every_module_it_holds() -> None:
+    """A maintainer reads a subpackage's ``__init__`` first: its map names each module it holds, nested
+    subpackages too, so no module is found only by listing the folder."""
+    assert unmapped() == []
+
+
+def test_a_module_left_out_of_its_map_is_found(tmp_path: Path) -> None:
+    """The check itself: a module added to a nested subpackage without a line in its map is reported."""
+    copy = tmp_path / PACKAGE
+    for path in ROOT.rglob("*.py"):
+        (copy / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path.relative_to(ROOT)).write_text(path.read_text())
+    (copy / "builder" / "landing" / "late_rewrite.py").write_text('"""A rewrite added late."""\n')
+    assert unmapped(copy) == ["builder/landing/late_rewrite"]
+
+
+def test_step_6_of_the_architecture_names_the_landing_s_modules_in_its_map_s_order() -> None:
+    """docs/architecture.md's step 6 ("Land") and ``builder/landing/__init__.py`` list the same modules in the
+    same order, the order the landing runs them: a module moved, added or renamed changes both."""
+    architecture = (ROOT.parents[1] / "docs" / "architecture.md").read_text()
+    step = architecture[architecture.index("6. **Land**") : architecture.index("7. **Index**")]
+    in_docs = list(dict.fromkeys(re.findall(r"`builder/landing/(\w+)\.py`", step)))
+    init = ROOT / "builder" / "landing" / "__init__.py"
+    in_map = re.findall(r":mod:`\.(\w+)`", ast.get_docstring(ast.parse(init.read_text())) or "")
+    held = sorted(p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py")
+    assert in_docs == in_map
+    assert sorted(in_map) == held

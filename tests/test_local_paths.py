@@ -21,9 +21,9 @@ import zstandard
 
 from _package_diff import members as all_members
 from _toy import build_args, make_empty_channel, native_args
-from flagtree_feedstock.builder import reproducible
-from flagtree_feedstock.builder.landing import land_package
-from flagtree_feedstock.builder.local_paths import local_folders, scrub_text
+from flagtree_feedstock.builder.landing import new_packages
+from flagtree_feedstock.builder.landing.local_paths import local_folders, scrub_text
+from flagtree_feedstock.builder.landing.one_pass import land_package
 from flagtree_feedstock.channel.folder import index_channel, smoke_install
 from flagtree_feedstock.cli import main
 
@@ -54,7 +54,7 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("http_proxy", "http://127.0.0.1:9")
         mp.setenv("https_proxy", "http://127.0.0.1:9")
-        mp.setattr(reproducible, "land_package", lambda *args, **kwargs: None)
+        mp.setattr(new_packages, "land_package", lambda *args, **kwargs: None)
         return _build(base)
 
 

@@ -1,4 +1,4 @@
-"""builder/normalise.py on real files: an ELF shared object linked here twice with different run paths (the
+"""builder/landing/payload_rewrite.py on real files: an ELF shared object linked here twice with different run paths (the
 linker's build-ids differ, the rest does not), a RECORD, text and binary files holding a build folder, each
 passed in pieces as the landing streams them."""
 
@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from _tools import require_executable
-from flagtree_feedstock.builder.normalise import (
+from flagtree_feedstock.builder.landing.payload_rewrite import (
     BUILD_FOLDER,
     TextSniffer,
     content_build_id,

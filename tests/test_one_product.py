@@ -1,7 +1,7 @@
 """One product from either engine and in either format (issue 35 item 3), through the console script.
 
 `tests/recipes/toy-reproducible` declares `source_date_epoch` in its context, as the real recipe does, so every package
-of it is finished by the toolkit's one landing step (builder/reproducible.py): its CycloneDX SBOM added and the
+of it is finished by the toolkit's one landing step (builder/landing/new_packages.py): its CycloneDX SBOM added and the
 engine's clock and build folders taken out. Built twice by the real engine, in other folders, at another
 second, under another umask and time zone, a `.conda` and a `.tar.bz2` each give the same bytes. The
 `--tool conda-build` route lands its packages through the same step: here a stand-in `conda-build` runs the
@@ -25,7 +25,7 @@ import pytest
 from _package_diff import first_difference, members
 from _timing import seconds
 from _toy import RECIPES, build_args, make_empty_channel, native_args
-from flagtree_feedstock.builder.sbom import sbom_path
+from flagtree_feedstock.builder.landing.sbom import sbom_path
 
 SCRIPT = str(Path(sys.executable).with_name("flagtree-feedstock"))
 TOY = "toy-reproducible"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from _toy import build_args, error_line, leftovers, native_args, published
-from flagtree_feedstock.builder import run
+from flagtree_feedstock.builder import output_dir
 from flagtree_feedstock.cli import main
 
 # <sys/inotify.h>
@@ -93,7 +93,7 @@ def test_a_damaged_package_never_takes_its_name_in_the_channel(
     """The engine's toy-py package is damaged in the staging folder just before it is published (a disk that
     fails, a bug that writes it short): the build stops with one line, and the channel folder never held a
     file of that name, not even while the check ran. Then a whole build: it appears by one rename."""
-    real = run.publish_new
+    real = output_dir.publish_new
     damaged: list[str] = []
 
     def damaging(staging: Path, channel_dir: Path, **kwargs: Any) -> list[Path]:
@@ -104,7 +104,7 @@ def test_a_damaged_package_never_takes_its_name_in_the_channel(
 
     args = build_args("toy-multi", llvm_built, *native_args(empty_channel), "--python", "3.12")
     with monkeypatch.context() as patch:
-        patch.setattr(run, "publish_new", damaging)
+        patch.setattr(output_dir, "publish_new", damaging)
         assert main(args) == 8
     (name,) = damaged
     line = error_line(capsys.readouterr().err)

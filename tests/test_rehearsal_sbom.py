@@ -18,7 +18,7 @@ from _package_diff import members
 from _rehearsal import build
 from _rehearsal_fixtures import Rehearsal, built_package
 from _rehearsal_sources import ROOT
-from flagtree_feedstock.builder.sbom import sbom_path
+from flagtree_feedstock.builder.landing.sbom import sbom_path
 
 pytestmark = pytest.mark.rehearsal
 

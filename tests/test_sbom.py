@@ -19,7 +19,7 @@ import pytest
 import zstandard
 
 from _rehearsal_sources import ROOT
-from flagtree_feedstock.builder.sbom import sbom_path, schema_problem
+from flagtree_feedstock.builder.landing.sbom import sbom_path, schema_problem
 
 SCRIPT = [sys.executable, "-m", "flagtree_feedstock"]
 

@@ -1,5 +1,5 @@
 """The SBOM's schema check loads rfc3987-syntax (3.3 s of Earley grammar at import) only when a document holds
-an IRI to check (flagtree_feedstock/builder/_iri_syntax.py), and checks IRIs exactly as before.
+an IRI to check (flagtree_feedstock/builder/landing/_iri_syntax.py), and checks IRIs exactly as before.
 
 Each case runs in a fresh interpreter: whether a module was imported is a fact of one process.
 """
@@ -18,7 +18,7 @@ pytest.importorskip(
 
 CHECK = """
 import json, sys
-from flagtree_feedstock.builder.sbom import schema_problem
+from flagtree_feedstock.builder.landing.sbom import schema_problem
 for document in json.loads(sys.argv[1]):
     print(json.dumps([schema_problem(json.dumps(document)), "rfc3987_syntax.syntax_helpers" in sys.modules]))
 """

@@ -101,7 +101,7 @@ _LANDING_STAGES = {"read": "landing {name}: reading, rewriting", "written": "lan
 
 
 def landing_bars(progress: Progress) -> Callable[[Path], Callable[[str, int, int], None]]:
-    """The display of each package's landing (builder/landing.py): a bar in MiB, through its two stages (its
+    """The display of each package's landing (builder/landing/one_pass.py): a bar in MiB, through its two stages (its
     file read and its members rewritten, then its payload compressed), left as ``landed NAME`` when done."""
 
     def for_package(package: Path) -> Callable[[str, int, int], None]:

@@ -3,15 +3,15 @@
 - :mod:`.command`: the ``build`` command's steps, top to bottom in one function;
 - :mod:`.options`: the ``build`` command's options, defaults in one place, one frozen object;
 - :mod:`.plan`: which packages to build, each once (pure);
-- :mod:`.step_copies`: a step's channel of copies: what the engine would install, pre-solved and repacked;
+- :mod:`.step_copies`: a step's channel of copies: what its build, host and staging environments install,
+  pre-solved through the relay and repacked;
 - :mod:`.run`: the plan run with py-rattler-build, each finished package published at once;
 - :mod:`.package_tests`: each finished package tested by a call of its own, from the toolkit's copies only;
 - :mod:`._worker`: one engine call in a process of its own session;
-- :mod:`.output_dir`: the output folder: its lock, the staging folder, packages landing, the package cache;
-- :mod:`.local_paths`: the build machine's folders taken out of a built package;
-- :mod:`.reproducible`: the one landing step of every package, whichever engine and format wrote it, with
-  :mod:`.package_finish` (the SBOM in, the engine's clock and folders out), :mod:`.engine_record` (either
-  engine's record of the build, in one shape), :mod:`.sbom` and :mod:`.normalise`;
+- :mod:`.output_dir`: the output folder as one object (:class:`~.output_dir.OutputFolder`): its lock and what
+  it holds, the staging folder, the caches, each finished package landed and published;
+- :mod:`.landing`: step 6, the landing: each finished package rewritten once (its own map lists its modules);
+- :mod:`.sbom_files`: the SBOM outside a build: ``build --render-only --sbom`` and ``sbom PACKAGE``;
 - :mod:`.conda_build`: ``--tool conda-build``/``boa``.
 
 Layer: may import the top-level helpers (``flagtree_feedstock``'s docstring lists them), the archive layer

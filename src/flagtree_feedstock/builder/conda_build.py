@@ -14,8 +14,7 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.variants import variant_files
 
 from .options import PackageFormat
-from .output_dir import index_held, output_lock, publish_new, seed_staging, staging_dir
-from .reproducible import land_new_packages
+from .output_dir import OutputFolder
 
 CondaTool = Literal["conda-build", "boa"]
 
@@ -82,24 +81,21 @@ def build(request: CondaBuildRequest, *, base_env: Mapping[str, str] | None = No
     """Run conda-build/boa into a staging folder and publish + index the channel folder on success.
 
     conda-build builds every package in one process, so its packages land together, after it succeeded,
-    through the landing step of the rattler-build route (:func:`.reproducible.land_new_packages`): the same
+    through the landing step of the rattler-build route (:meth:`.output_dir.OutputFolder.land`, then
+    :meth:`~.output_dir.OutputFolder.publish`): the same
     SBOM, the same reproducible rewrite, in either format.
     """
-    with output_lock(request.channel_dir):
-        index_held(request.channel_dir)
-        with staging_dir(request.channel_dir) as staging:
-            known = seed_staging(request.channel_dir, staging) if request.channel_dir.is_dir() else set()
-            _subprocess.run(
-                command(request, output_folder=staging), env=environment(request, base_env or os.environ)
-            )
-            land_new_packages(
-                staging,
-                known,
-                channel_dir=request.channel_dir,
-                channels=[staging.as_uri(), *request.channels],
-                recipe_dir=request.recipe_dir,
-                variant_files=variant_files(
-                    request.recipe_dir, request.exclusive_config_files, request.variant_files
-                ),
-            )
-            return publish_new(staging, request.channel_dir, known=known, subdirs=(request.target, "noarch"))
+    folder = OutputFolder(request.channel_dir, (request.target, "noarch"))
+    with folder.opened(), folder.staging() as staging:
+        _subprocess.run(
+            command(request, output_folder=staging), env=environment(request, base_env or os.environ)
+        )
+        folder.land(
+            staging,
+            channels=[staging.as_uri(), *request.channels],
+            recipe_dir=request.recipe_dir,
+            variant_files=variant_files(
+                request.recipe_dir, request.exclusive_config_files, request.variant_files
+            ),
+        )
+        return folder.publish(staging)

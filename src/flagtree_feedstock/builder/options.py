@@ -15,7 +15,7 @@ from flagtree_feedstock.platforms import DEFAULT_TARGET, PlatformName, parse_pla
 
 Tool = Literal["rattler-build", "conda-build", "boa"]
 TOOLS: frozenset[str] = frozenset(get_args(Tool))
-# The package format either engine writes; the toolkit finishes both alike (builder/package_finish.py).
+# The package format either engine writes; the toolkit finishes both alike (builder/landing/epoch_rewrite.py).
 PackageFormat = Literal["conda", "tar.bz2"]
 PACKAGE_FORMATS: tuple[str, ...] = get_args(PackageFormat)
 

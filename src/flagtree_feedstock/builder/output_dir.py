@@ -1,5 +1,13 @@
 """The output folder: a local channel that a build fills one finished package at a time.
 
+:class:`OutputFolder` is the folder as one build sees it, and its methods are what a run asks of it, in order
+(:func:`.run.run_plan`, :func:`.conda_build.build`): :meth:`~OutputFolder.opened` (locked, what it holds checked
+and indexed), :meth:`~OutputFolder.lacking` (the planned steps it does not hold yet),
+:meth:`~OutputFolder.caches` and :meth:`~OutputFolder.scratch_place` (the engine's package cache, the cache of
+repacked copies, where a scratch folder goes), :meth:`~OutputFolder.staging` (the folder the engine writes
+into) and :meth:`~OutputFolder.land` (what a step finished, landed and published). The module's functions are
+its parts:
+
 - It is checked before anything builds (:func:`check_output_dir`): a folder, or one that can be made, and
   writable, with its parent (the staging folder, the lock and the package cache live beside it).
 - One build writes into it at a time (:func:`output_lock`): a second build waits, naming the first; a build
@@ -7,9 +15,9 @@
 - A run builds in a staging folder beside it (:func:`staging_dir`, same file system; above it when its path
   has a blank: :func:`staging_parent`) that holds links to the packages the folder already has
   (:func:`seed_staging`), so the engine solves against them and skips them.
-- Each package the engine finishes is put beside its final name under a temporary one, checked whole there,
-  renamed (it is there whole or not at all: a damaged one never has its name) and indexed at once
-  (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
+- Each package the engine finishes is landed (:mod:`.landing`), put beside its final name under a temporary
+  one, checked whole there, renamed (it is there whole or not at all: a damaged one never has its name) and
+  indexed at once (:func:`publish_new`): a later failure or a Ctrl-C keeps it.
 - The staging folder's, the steps' copies' folder's (:func:`scratch_place`) and a temporary package's names
   carry their owner (the toolkit's pid and start time): what a SIGKILLed build left of them is removed by the
   next build into the folder (:func:`remove_debris`), and only when that owner is gone.
@@ -27,9 +35,10 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock, folder_lock
@@ -37,6 +46,10 @@ from flagtree_feedstock._paths import OWNER, check_folder, owner, owner_gone, pr
 from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, index_channel, package_files, package_stem
 from flagtree_feedstock.channel.package_reader import DamagedPackage
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
+
+if TYPE_CHECKING:
+    from .landing.one_pass import Progress
+    from .plan import BuildStep
 
 LOGGER = logging.getLogger(__name__)
 # In a staging folder kept for inspection (--keep-build): the next build does not remove it.
@@ -47,6 +60,94 @@ def _beside(channel_dir: Path, suffix: str) -> Path:
     """A path next to ``channel_dir`` named after it: ``build_artifacts`` -> ``.build_artifacts<suffix>``."""
     resolved = channel_dir.resolve()
     return resolved.parent / f".{resolved.name}{suffix}"
+
+
+class OutputFolder:
+    """The output folder of one build: the channel folder ``path``, whose packages of ``subdirs`` (the target's
+    and ``noarch``) it publishes; each method is a step of the run, called in the order they are defined."""
+
+    def __init__(self, path: Path, subdirs: Collection[str]) -> None:
+        self.path = path
+        self.subdirs = tuple(subdirs)
+        # The names the folder held or published, per staging folder open (what is new there is not in it).
+        self._known: dict[Path, set[str]] = {}
+
+    @contextmanager
+    def opened(self) -> Iterator[FolderLock]:
+        """The folder locked for the whole run (:func:`output_lock`: what killed builds left removed), then what
+        it holds checked whole and indexed (:func:`index_held`)."""
+        with output_lock(self.path) as lock:
+            index_held(self.path)
+            yield lock
+
+    def lacking(self, plan: Sequence[BuildStep], *, force: bool = False) -> list[BuildStep]:
+        """The steps of ``plan`` whose package the folder does not hold (same file name, so the same variant
+        hash); with ``force``, every step but one planned only because another pins it (those it holds are
+        rebuilt and replaced). A reused one is logged."""
+        todo = []
+        for step in plan:
+            held = held_package(self.path, step.stem, self.subdirs)
+            if held is not None and (not force or step.pinned_only):
+                LOGGER.info("reusing %s (already in %s; --force rebuilds it)", held.name, self.path)
+                continue
+            todo.append(step)
+        return todo
+
+    def caches(self, rebuilt: Collection[str]) -> tuple[Path, Path]:
+        """The folder's own package cache for the engine (:func:`package_cache`), the entries of the packages
+        named ``rebuilt`` dropped from it (:func:`evict`), and its cache of repacked copies
+        (:func:`repack_cache`)."""
+        cache = package_cache(self.path)
+        evict(cache, rebuilt)
+        return cache, repack_cache(self.path)
+
+    def scratch_place(self, kind: str) -> tuple[Path, str]:
+        """Where a scratch folder of ``kind`` goes, and the start of its name (:func:`scratch_place`)."""
+        return scratch_place(self.path, kind)
+
+    @contextmanager
+    def staging(self, *, keep_on_failure: bool = False, leave_out: Collection[str] = ()) -> Iterator[Path]:
+        """The staging folder the engine writes into (:func:`staging_dir`), holding links to the packages the
+        folder holds but those named in ``leave_out`` (:func:`seed_staging`)."""
+        with staging_dir(self.path, keep_on_failure=keep_on_failure) as path:
+            self._known[path] = (
+                seed_staging(self.path, path, leave_out=leave_out) if self.path.is_dir() else set()
+            )
+            try:
+                yield path
+            finally:
+                del self._known[path]
+
+    def land(
+        self,
+        staging: Path,
+        *,
+        channels: Sequence[str],
+        recipe_dir: Path,
+        variant_files: Sequence[Path],
+        progress: Callable[[Path], Progress | None] | None = None,
+    ) -> list[Path]:
+        """Every package new in ``staging`` landed there (:func:`.landing.new_packages.land_new_packages`: no
+        build-machine paths, its SBOM in, the engine's clock out); returns them, in the folder's subdirs, to be
+        tested before :meth:`publish`."""
+        from .landing.new_packages import land_new_packages  # noqa: PLC0415 - the landing loads when a package lands, not with the options' check (command.py)
+
+        known = self._known[staging]
+        land_new_packages(
+            staging,
+            known,
+            channel_dir=self.path,
+            channels=channels,
+            recipe_dir=recipe_dir,
+            variant_files=variant_files,
+            progress=progress,
+        )
+        return [p for p in package_files(staging) if p.name not in known and p.parent.name in self.subdirs]
+
+    def publish(self, staging: Path, *, force: bool = False) -> list[Path]:
+        """Every package new in ``staging`` (and not set aside as broken) published into the folder at once
+        (:func:`publish_new`); returns the packages published."""
+        return publish_new(staging, self.path, known=self._known[staging], subdirs=self.subdirs, force=force)
 
 
 def check_output_dir(path: Path) -> None:

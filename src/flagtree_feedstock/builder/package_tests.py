@@ -23,7 +23,7 @@ import json
 import logging
 import re
 import shutil
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,7 +34,7 @@ from flagtree_feedstock._engine import require
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, EngineChannels
-from flagtree_feedstock.channel.folder import _settled, index_channel, package_files, read_info
+from flagtree_feedstock.channel.folder import _settled, index_channel, read_info
 from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.channel.remote_packages import download
@@ -60,11 +60,6 @@ class Environment:
 
     specs: tuple[str, ...]
     on: Literal["build", "host"]
-
-
-def finished(staging: Path, known: Collection[str], subdirs: Collection[str]) -> list[Path]:
-    """The packages the last call put into ``staging`` (not named in ``known``), in ``subdirs``."""
-    return [p for p in package_files(staging) if p.name not in known and p.parent.name in subdirs]
 
 
 def run_tests(

@@ -31,23 +31,11 @@ from flagtree_feedstock.platforms import PlatformName
 from flagtree_feedstock.recipe.render import RenderedOutput
 
 from ._worker import EngineCall, run_engine
-from .landing import ENGINE_FORMATS, Progress
+from .landing.one_pass import ENGINE_FORMATS, Progress
 from .options import PackageFormat
-from .output_dir import (
-    evict,
-    held_package,
-    index_held,
-    output_lock,
-    package_cache,
-    publish_new,
-    repack_cache,
-    scratch_place,
-    seed_staging,
-    staging_dir,
-)
-from .package_tests import finished, run_tests
+from .output_dir import OutputFolder
+from .package_tests import run_tests
 from .plan import BuildStep
-from .reproducible import land_new_packages
 from .step_copies import (
     build_channels,
     installs_packages,
@@ -131,7 +119,7 @@ def run_plan(
     already holds (same file name, so the same variant hash) is reused unless ``settings.force``, and the
     rest are built one engine call at a time (:mod:`._worker`) into a staging folder that links the
     channel's packages, so later steps solve against earlier ones (``pin_subpackage``). After every call,
-    whatever it finished lands in the channel folder (:func:`.output_dir.publish_new`), so a later failure
+    whatever it finished lands in the channel folder (:meth:`.output_dir.OutputFolder.land`), so a later failure
     or a Ctrl-C keeps it. ``engine_events`` is a py-rattler-build ``ProgressCallback`` (downloads, build
     steps, the build log), ``on_landing(package)`` a package's landing display. Returns the packages
     published.
@@ -144,24 +132,17 @@ def run_plan(
     published: list[Path] = []
     # The channels' credentials, and your RATTLER_AUTH_FILE's for their hosts: the relay's alone, never the engine's.
     engine = with_own_credentials(split_credentials(settings.channels), os.environ)
-    with output_lock(channel_dir) as lock:
-        index_held(channel_dir)
-        todo = []
-        for step in plan:
-            held = held_package(channel_dir, step.stem, subdirs)
-            if held is not None and (not settings.force or step.pinned_only):
-                LOGGER.info("reusing %s (already in %s; --force rebuilds it)", held.name, channel_dir)
-                continue
-            todo.append(step)
+    folder = OutputFolder(channel_dir, subdirs)
+    with folder.opened() as lock:
+        todo = folder.lacking(plan, force=settings.force)
         if not todo:
             return published
-        cache = package_cache(channel_dir)
-        evict(cache, [step.stem for step in todo])
-        cache_of_copies = repack_cache(channel_dir)
+        cache, cache_of_copies = folder.caches(rebuilt=[step.stem for step in todo])
         # Beside the output folder, as the copies' cache is: a copy is linked into a step's channel, not copied.
-        copies_place, copies_prefix = scratch_place(channel_dir, "copies")
+        copies_place, copies_prefix = folder.scratch_place("copies")
+        leave_out = {step.stem for step in todo} if settings.force else set()
         with (
-            staging_dir(channel_dir, keep_on_failure=settings.keep_build) as staging,
+            folder.staging(keep_on_failure=settings.keep_build, leave_out=leave_out) as staging,
             tempfile.TemporaryDirectory(prefix=copies_prefix, dir=copies_place) as scratch,
             # The user's channels, for the solves before the builds and tests: served on loopback by the toolkit,
             # which fetches every byte of them with its own client and their credentials (index_relay.py).
@@ -176,8 +157,6 @@ def run_plan(
                 "RATTLER_CACHE_DIR": str(cache),
             }
             presolve_env = {**env, **_direct_to_loopback(env)}
-            leave_out = {step.stem for step in todo} if settings.force else set()
-            known = seed_staging(channel_dir, staging, leave_out=leave_out) if channel_dir.is_dir() else set()
             given = [staging.as_uri(), *settings.channels]  # as the user gave them: for messages, shown
             for index, step in enumerate(todo):
                 if on_step is not None:
@@ -207,11 +186,9 @@ def run_plan(
                         given=given,
                     )
                 result = run_engine(call, events=engine_events, env=env, lock=lock)
-                # No build-machine paths, an SBOM, no engine clock or folders in what lands (reproducible.py).
-                land_new_packages(
+                # No build-machine paths, an SBOM, no engine clock or folders in what lands (builder/landing/).
+                landed = folder.land(
                     staging,
-                    known,
-                    channel_dir=channel_dir,
                     channels=call.channels,
                     recipe_dir=source.recipe.parent,
                     variant_files=source.variant_files,
@@ -219,7 +196,7 @@ def run_plan(
                 )
                 # The tests of what it finished, against the toolkit's copies only (package_tests.py).
                 failure = run_tests(
-                    finished(staging, known, subdirs) if result.outcome == "ok" and settings.test else [],
+                    landed if result.outcome == "ok" and settings.test else [],
                     {s.stem: s.output for s in plan},
                     call,
                     strategy=settings.test_strategy,
@@ -234,9 +211,7 @@ def run_plan(
                     events=engine_events,
                 )
                 # A cross step can finish several packages (outputs it pins that were missing) before it fails.
-                published += publish_new(
-                    staging, channel_dir, known=known, subdirs=subdirs, force=settings.force
-                )
+                published += folder.publish(staging, force=settings.force)
                 if failure is not None:
                     raise failure
                 if result.outcome == "crash":
@@ -292,7 +267,7 @@ def _engine_call(
         "channels": channels,
         "test_strategy": "skip",  # each package is tested in a call of its own (package_tests.py)
         "keep_build": settings.keep_build,
-        # The engine's fastest level: the landing compresses once, at the final level (landing.py).
+        # The engine's fastest level: the landing compresses once, at the final level (landing/one_pass.py).
         "package_format": ENGINE_FORMATS[settings.package_format],
         "events": events is not None,
     }

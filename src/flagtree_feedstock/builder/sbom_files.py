@@ -1,7 +1,7 @@
 """The SBOM outside a build: ``build --render-only --sbom DIR`` writes the documents, ``sbom PACKAGE`` reads one.
 
 - :func:`write_rendered` writes, offline, the document of each selected package from the render alone
-  (:func:`.sbom.facts_from_render`): the same sources, patches, pins and package as the built one; the build
+  (:func:`.landing.sbom.facts_from_render`): the same sources, patches, pins and package as the built one; the build
   and host environments are the recipe's requirements there, where a built package names what the engine
   resolved. One file per package file name, ``<name>-<version>-<build>.cdx.json``.
 - :func:`check_package` reads a built package's (``.conda`` or ``.tar.bz2``) document and checks it against
@@ -28,15 +28,15 @@ from flagtree_feedstock.channel.package_reader import PATHS, DamagedPackage, loa
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import write_atomically
 
-from .engine_record import (
+from .landing.engine_record import (
     CONDA_BUILD_RECIPE,
     CONDA_BUILD_TEMPLATE,
     CONDA_BUILD_VARIANT,
     RATTLER_RECORD,
     engine_record,
 )
-from .package_finish import source_date_epoch
-from .sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
+from .landing.epoch_rewrite import source_date_epoch
+from .landing.sbom import PROPERTY, facts_from_render, sbom_json, sbom_path, schema_problem
 
 
 def write_rendered(

@@ -354,7 +354,7 @@ def _tree(path: Path) -> Iterator[tuple[Path, str]]:
             yield file, relative.as_posix()
 
 
-# context.source_date_epoch and its comment: read by this repository's toolkit alone (builder/package_finish.py),
+# context.source_date_epoch and its comment: read by this repository's toolkit alone (builder/landing/epoch_rewrite.py),
 # which conda-forge's CI does not run; a staged recipe holds nothing feedstock-only.
 TOOLKIT_CONTEXT = re.compile(r"(?:^[ ]+#.*\n)*^[ ]+source_date_epoch:.*\n", re.MULTILINE)
 

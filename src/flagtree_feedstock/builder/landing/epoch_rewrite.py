@@ -1,4 +1,4 @@
-"""What the last step of every package either engine builds changes: its SBOM put in, the engine's clock out.
+"""The rewrite's rules for a package's records: the engine's clock made the recipe's epoch, its SBOM listed.
 
 py-rattler-build 0.73 (rattler-build at ``f2d6c493``, the 0.73.0 release) stamps each build with the time it
 starts (``jiff::Timestamp::now()`` in py-rattler-build's ``output_from_rendered_variant`` and in
@@ -14,7 +14,7 @@ recipe folder and its modification time in ``info/recipe/meta.yaml``'s header, w
 record it makes from a set and ``info/hash_input.json`` in a hash seed's order, and lists the host prefix it
 relocates by in ``info/has_prefix`` as well.
 
-:mod:`.landing` rewrites a built ``.conda`` or ``.tar.bz2`` once, deterministically, in one streaming pass,
+:mod:`.one_pass` rewrites a built ``.conda`` or ``.tar.bz2`` once, deterministically, in one streaming pass,
 with the rules of this module, from the engine's record of the build (:mod:`.engine_record`: rattler-build's,
 or conda-build's in its shape), when the recipe declares ``context.source_date_epoch`` (this feedstock's
 does):
@@ -23,7 +23,7 @@ does):
 - the host prefix the engine built in (under the staging folder, so different for every build) becomes a
   placeholder of the same length in the files ``info/paths.json`` lists with it and in that record, so the
   installer relocates them as before; the host prefix and the build folder where else they are, ELF
-  build-ids, and the ``RECORD`` files that hash them, as :mod:`.normalise` says;
+  build-ids, and the ``RECORD`` files that hash them, as :mod:`.payload_rewrite` says;
 - the run exports the engine lists in a hash map's order are sorted (``index.json``, the engine's record);
   conda-build's recipe header names the folder alone and ``SOURCE_DATE_EPOCH``, its set-made lists and
   ``hash_input.json``'s keys are sorted, ``info/has_prefix`` gets the placeholder, modes are ``0644`` (``0755``
@@ -125,7 +125,7 @@ def build_folders(directories: Mapping[str, Any], build_root: Path | None) -> li
 
 def final_packaging(record: bytes) -> bytes:
     """The engine's record of the build (``info/recipe/rendered_recipe.yaml``) with the level the package is
-    compressed at in the end: the engine's fastest was asked for (:data:`.landing.ENGINE_FORMATS`), and the
+    compressed at in the end: the engine's fastest was asked for (:data:`.one_pass.ENGINE_FORMATS`), and the
     landing compresses once again at the final levels, rattler-build's own defaults."""
     levels = {b"conda": PKG_LEVEL, b"tar_bz2": TAR_BZ2_LEVEL}
     return _PACKAGING.sub(lambda m: m[1] + str(levels[m[2]]).encode(), record)

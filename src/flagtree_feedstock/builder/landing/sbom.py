@@ -34,9 +34,10 @@ from typing import Any, Literal
 
 from flagtree_feedstock import __version__
 from flagtree_feedstock._own_files import PATCH, read_own, repository_of
-from flagtree_feedstock.builder import _iri_syntax
 from flagtree_feedstock.errors import BuildFailedError, ToolMissingError
 from flagtree_feedstock.recipe.variants import read_variant_file
+
+from . import _iri_syntax
 
 SBOM_DIR = "share/flagtree-feedstock/sbom"
 PROPERTY = "flagtree-feedstock"

@@ -1,8 +1,10 @@
-"""The one landing step of every package a build wrote, whichever engine (rattler-build, conda-build, boa) and
-whichever format (``.conda``, ``.tar.bz2``): one streaming pass each (:func:`.landing.land_package`): the build
-machine's folders out of its records (:mod:`.local_paths`), its SBOM in, written from the engine's record of
-the build, the recipe's patch files and the variant files the render read, and the engine's clock and build
-folders out (:mod:`.package_finish`)."""
+"""The landing's entry: every package a build wrote into the staging folder landed, the folder indexed again.
+
+Whichever engine (rattler-build, conda-build, boa) and whichever format (``.conda``, ``.tar.bz2``) wrote it, each
+new package goes through one streaming pass (:func:`.one_pass.land_package`): the build machine's folders out of
+its records (:mod:`.local_paths`), its SBOM in (:mod:`.sbom`), written from the engine's record of the build,
+the recipe's patch files and the variant files the render read, and the engine's clock and build folders out
+(:mod:`.epoch_rewrite`)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from flagtree_feedstock._archive import DamagedPackage
 from flagtree_feedstock.channel.folder import index_channel, package_files
 from flagtree_feedstock.errors import BuildFailedError
 
-from .landing import Progress, land_package
 from .local_paths import local_folders
+from .one_pass import Progress, land_package
 from .sbom import facts_from_package, sbom_json
 
 LOGGER = logging.getLogger(__name__)

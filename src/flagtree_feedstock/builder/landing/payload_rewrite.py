@@ -1,4 +1,4 @@
-"""The build folder taken out of a built package's files, where the engine's own steps wrote it.
+"""The rewrite of a package's payload files, piece by piece: the build folder out, where the engine wrote it.
 
 The engine builds under ``<staging>/bld/rattler-build_<name>_<seconds>/`` (its work folder and both prefixes),
 a path that differs from build to build. Some of it stays in the package where no compiler flag reaches:

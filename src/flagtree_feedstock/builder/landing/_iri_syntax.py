@@ -2,7 +2,7 @@
 
 jsonschema imports ``rfc3987_syntax`` as it loads its format checks, and that module builds its Earley grammar
 (lark) as it is imported: about 3.3 s, in every command that checks an SBOM against CycloneDX's schema
-(:func:`flagtree_feedstock.builder.sbom.schema_problem`), though a package's document often holds no IRI at all.
+(:func:`flagtree_feedstock.builder.landing.sbom.schema_problem`), though a package's document often holds no IRI at all.
 :func:`defer`, called before jsonschema is imported, puts a stand-in in its place whose ``is_valid_syntax``
 imports the real module at its first call and hands every call to it: the same checks, paid for when used.
 """

@@ -12,7 +12,7 @@ toy package with a ``file://`` channel: tests/test_local_paths.py):
 
 :func:`scrub_record` rewrites those two records (``info/about.json``, ``info/recipe/*``: :func:`recorded`)
 so that each of those folders, as a ``file://`` URL or as a plain path, reads ``local`` (conda's name for a
-channel of one's own builds), as the landing (:mod:`.package_finish`) passes them. Nothing else is scrubbed:
+channel of one's own builds), as the landing (:mod:`.epoch_rewrite`) passes them. Nothing else is scrubbed:
 the package's files, ``info/paths.json`` (whose prefix placeholder the installer relocates by, so it must stay
 as built), ``info/index.json`` and the tests.
 """

@@ -3,8 +3,8 @@
 The engine's package (``.conda`` or ``.tar.bz2``, either engine's) is read by the archive layer's reader,
 ``info/`` first. Its records are rewritten in memory (they are small): the build machine's folders out of
 ``info/about.json`` and ``info/recipe/*`` (:mod:`.local_paths`), then, when the recipe declares
-``context.source_date_epoch``, the engine's clock and folders out and the SBOM in (:mod:`.package_finish`).
-Each payload file then streams through its rewrite (:mod:`.normalise`: the host prefix's placeholder, the
+``context.source_date_epoch``, the engine's clock and folders out and the SBOM in (:mod:`.epoch_rewrite`).
+Each payload file then streams through its rewrite (:mod:`.payload_rewrite`: the host prefix's placeholder, the
 build folder, the ELF build-id from the content) into a spool file beside the package, hashed as it passes.
 Only then are the ``RECORD`` files (which sort before the files they hash) and ``info/paths.json`` (which
 lists every rewritten file's sha256) known, and the package is written, ``info/`` first, each tar sorted by
@@ -34,9 +34,7 @@ from flagtree_feedstock._archive import INFO_BYTES, DamagedPackage, Package, Pac
 from flagtree_feedstock._archive.package_write import write_package
 
 from .engine_record import RATTLER_RECORD, engine_record
-from .local_paths import recorded, scrub_record
-from .normalise import BUILD_FOLDER, ELF64_LE, TextSniffer, content_build_id, fix_record, is_record, replaced
-from .package_finish import (
+from .epoch_rewrite import (
     HAS_PREFIX,
     HASH_INPUT,
     INDEX,
@@ -53,6 +51,16 @@ from .package_finish import (
     placeholders,
     restamp_records,
     source_date_epoch,
+)
+from .local_paths import recorded, scrub_record
+from .payload_rewrite import (
+    BUILD_FOLDER,
+    ELF64_LE,
+    TextSniffer,
+    content_build_id,
+    fix_record,
+    is_record,
+    replaced,
 )
 from .sbom import sbom_path
 
