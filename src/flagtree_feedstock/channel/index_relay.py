@@ -79,6 +79,15 @@ LOGGER = logging.getLogger(__name__)
 # Each request to a channel: 30 s to connect, 60 s for each wait on it, 10 minutes for the whole answer
 # (conda-forge's largest repodata.json, some 250 MB, takes under a minute on a slow line).
 TIMEOUTS = Timeouts(connect=30, read=60, total=600)
+
+
+def timeouts_within(total: float | None) -> Timeouts:
+    """:data:`TIMEOUTS`, each request ending within ``total`` seconds whole (``build --channel-timeout``)."""
+    if total is None:
+        return TIMEOUTS
+    return Timeouts(connect=min(TIMEOUTS.connect, total), read=min(TIMEOUTS.read, total), total=total)
+
+
 # The most an index may hold, decompressed (conda-forge's linux-64 repodata.json is about 250 MB).
 MAX_INDEX_BYTES = 512 << 20
 # The most one shard may hold (conda-forge's largest are a few MB) and its compressed form.
