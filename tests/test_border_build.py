@@ -7,15 +7,19 @@ wrote").
 - 5: ``http://alice:PW@127.0.0.1:P1/chan`` whose index sets ``info.base_url`` to P2: the build's solve before
   the build sent alice's password to P2; now the channel is refused in one line and P2 is sent nothing;
 - 4: a host requirement served over http (with a ``run_exports.json``) whose PAX ``path`` is
-  ``bin/.toy-dep-post-link.sh\\0.txt``: refused in one line, its script never run, nothing built.
+  ``bin/.toy-dep-post-link.sh\\0.txt``: stops the build in one line, its script never run, nothing built;
+- 7: a host requirement whose files are 0666 and 0777 and whose folder is 0777: the build's package cache
+  holds them with normal modes only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import stat
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +29,7 @@ from urllib.parse import quote
 import pytest
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, channel_with, member, pax, sha256, tar_bz2
+from _hostile_packages import INDEX, Part, channel_with, data, member, pax, sha256, tar_bz2
 from _timing import seconds, seconds_arg
 from _toy import build_args, error_line, run_toolkit
 
@@ -219,3 +223,61 @@ def test_a_nul_in_a_host_requirement_s_pax_path_served_over_http_stops_the_build
     assert not planted.exists()
     assert any(r["path"].endswith("toy-dep-1-0.tar.bz2") for r in asked())  # fetched, read, refused
     assert not _built(tmp_path)
+
+
+# ---- reproduction 7 -----------------------------------------------------------------------------------------
+
+# toy-dep's members, the modes its tar gives them, and the modes the build's package cache must hold.
+MODED: dict[str, tuple[int, bytes | None, int]] = {
+    "share": (0o777, None, 0o755),
+    "share/toy-dep.txt": (0o666, b"dep\n", 0o644),
+    "share/open": (0o777, None, 0o755),
+    "share/open/group-writable.txt": (0o664, b"g\n", 0o644),
+    "bin/all-can-write": (0o777, b"#!/bin/sh\n", 0o755),
+    "bin/setuid": (0o4755, b"#!/bin/sh\n", 0o755),
+}
+
+
+def _moded(name: str, mode: int, content: bytes | None) -> list[Part]:
+    """A member with ``mode`` in its header: a file (``content``) or a folder (None)."""
+    info = tarfile.TarInfo(name)
+    info.mode = mode
+    if content is None:
+        info.type = tarfile.DIRTYPE
+    else:
+        info.size = len(content)
+    block = info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
+    return [block] if content is None else [block, data(content)]
+
+
+def test_a_build_s_host_environment_gets_normal_modes_only(tmp_path: Path) -> None:
+    """The engine unpacks what it installs into the build's package cache with the tar's modes and links the
+    host prefix's files to those: the toolkit's copy carries normal modes only (files 0644, or 0755 where any
+    executable bit was set; folders 0755), so the cache holds no 0777 folder and no world-writable file."""
+    files = {name: content for name, (_, content, _) in MODED.items() if content is not None}
+    listed = [
+        {"_path": p, "path_type": "hardlink", "sha256": sha256(d), "size_in_bytes": len(d)}
+        for p, d in files.items()
+    ]
+    info = [
+        *member("info/index.json", json.dumps(INDEX | {"name": "toy-dep"}).encode()),
+        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
+    ]
+    payload = [part for name, (mode, content, _) in MODED.items() for part in _moded(name, mode, content)]
+    channel, _ = channel_with(tmp_path, "toy-dep-1-0.tar.bz2", tar_bz2([*info, *payload]))
+    (channel / "linux-64").mkdir(exist_ok=True)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+
+    done = _build(tmp_path, str(channel))
+
+    assert done.returncode == 0, done.stderr
+    assert _built(tmp_path)
+    cache = tmp_path / ".out-cache"  # builder/output_dir.py's package_cache, beside the output folder
+    (unpacked,) = (
+        p.parent.parent for p in cache.rglob("info/index.json") if p.parent.parent.name.startswith("toy-dep-")
+    )
+    modes = {name: f"{stat.S_IMODE((unpacked / name).lstat().st_mode):04o}" for name in MODED}
+    assert modes == {name: f"{want:04o}" for name, (_, _, want) in MODED.items()}
+    for path in [unpacked, *unpacked.rglob("*")]:
+        mode = path.lstat().st_mode
+        assert stat.S_ISLNK(mode) or not mode & 0o7022, (path, f"{stat.S_IMODE(mode):04o}")
