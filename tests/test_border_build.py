@@ -9,13 +9,14 @@ wrote").
 - 4: a host requirement served over http (with a ``run_exports.json``) whose PAX ``path`` is
   ``bin/.toy-dep-post-link.sh\\0.txt``: stops the build in one line, its script never run, nothing built;
 - 7: a host requirement whose files are 0666 and 0777 and whose folder is 0777: the build's package cache
-  holds them with normal modes only.
+  holds them with normal modes only (under the usual umask: the engine keeps only the executable bit).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -138,8 +139,8 @@ def test_a_trickling_repodata_ends_the_build_at_its_channel_timeout_in_one_line(
     ``--channel-timeout`` whole (600 s by default), and the build stops in one line soon after it."""
     channel = _channel(tmp_path, planted)
     padded = {"info": {"subdir": "noarch", "pad": "x" * 60}, "packages": {}}  # 20 s at the scale of 1
-    trickle = {"path": "/chan/noarch/repodata.json", "status": 200, "body": padded, "trickle": seconds(0.2)}
-    url, asked = start_server([trickle, *_files(channel)])
+    slow = {"path": "/chan/noarch/repodata.json", "status": 200, "body": padded, "trickle": seconds(0.2)}
+    url, asked = start_server([slow, *_files(channel)])
     limit = seconds_arg(3)
     more, env = (
         (("--channel-timeout", limit), {})
@@ -251,9 +252,11 @@ def _moded(name: str, mode: int, content: bytes | None) -> list[Part]:
 
 
 def test_a_build_s_host_environment_gets_normal_modes_only(tmp_path: Path) -> None:
-    """The engine unpacks what it installs into the build's package cache with the tar's modes and links the
-    host prefix's files to those: the toolkit's copy carries normal modes only (files 0644, or 0755 where any
-    executable bit was set; folders 0755), so the cache holds no 0777 folder and no world-writable file."""
+    """Under the usual umask (022), the build's package cache, to whose files the engine links the host
+    prefix's, holds no world- or group-writable file, no 0777 folder, no setuid bit. The engine
+    (py-rattler-build 0.73) unpacks with the umask's modes, keeping only the executable bit, unlike py-rattler's
+    installer (tests/test_repack.py): the toolkit's copy, normal already, guards an engine that would keep the
+    tar's modes."""
     files = {name: content for name, (_, content, _) in MODED.items() if content is not None}
     listed = [
         {"_path": p, "path_type": "hardlink", "sha256": sha256(d), "size_in_bytes": len(d)}
@@ -268,7 +271,11 @@ def test_a_build_s_host_environment_gets_normal_modes_only(tmp_path: Path) -> No
     (channel / "linux-64").mkdir(exist_ok=True)
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
 
-    done = _build(tmp_path, str(channel))
+    umask = os.umask(0o022)
+    try:
+        done = _build(tmp_path, str(channel))
+    finally:
+        os.umask(umask)
 
     assert done.returncode == 0, done.stderr
     assert _built(tmp_path)
