@@ -35,7 +35,7 @@ A refusal or a failure (an upstream that answers 403 or 503, a trickle, a ``base
 and the caller raises :attr:`Relay.failure`, one line, instead of rattler's message (fail closed: a channel
 that cannot be read never leaves a solve to go on without it). A subdir upstream does not have (404) is a 404.
 
-The interface (a build's pre-solve will call it as ``channel install`` does)::
+The interface (``channel install`` and a build's solves, ``builder/run.py``, call it so)::
 
     with serving(channels, authorize=engine.authorize, scratch=folder) as relay:
         solve with relay.urls (one per channel, in order; no auth file, no remote URL)
