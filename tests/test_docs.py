@@ -70,6 +70,54 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     return problems
 
 
+# A file or folder a table cell names: `channel/repack.py`, `tests/test_repack.py`, `_archive/`.
+NAMED_PATH = re.compile(r"`((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|toml|txt|md))?|[\w-]+\.py)`")
+NAMED_TEST = re.compile(r"`(test_\w+)`")
+
+
+def stale_table_entries(page: Path, root: Path = ROOT) -> list[str]:
+    """``page: what``, for each file a table row of ``page`` names that is neither at ``root`` nor in the
+    package's source, and each test function a cell names (`test_x`) that no test file of that cell defines."""
+    problems = []
+    for line in FENCE.sub("", page.read_text()).splitlines():
+        if not line.startswith("|"):
+            continue
+        for cell in line.split("|"):
+            files = []
+            for name in NAMED_PATH.findall(cell):
+                found = [p for p in (root / name, root / "src" / "flagtree_feedstock" / name) if p.exists()]
+                if not found:
+                    problems.append(f"{page.name}: {name}: no such file or folder")
+                files += [p for p in found if p.is_file() and p.name.startswith("test_")]
+            defined = "".join(p.read_text() for p in files)
+            problems += [
+                f"{page.name}: {test}: not a test of {', '.join(p.name for p in files) or 'the cell'}"
+                for test in NAMED_TEST.findall(cell)
+                if f"def {test}(" not in defined
+            ]
+    return problems
+
+
+def test_the_security_tables_name_files_and_tests_that_exist() -> None:
+    """docs/security.md's tables say where each promise is kept and tested: what they name is there."""
+    assert stale_table_entries(DOCS / "security.md") == []
+
+
+def test_a_table_naming_a_missing_file_or_test_is_found(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_here() -> None:\n    pass\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "| promise | kept in | tested by |\n| --- | --- | --- |\n"
+        "| one | `gone/module.py` | `tests/test_a.py` (`test_here`, `test_gone`) |\n"
+        "```\n| `fenced/away.py` |\n```\n"
+    )
+    assert stale_table_entries(page, tmp_path) == [
+        "page.md: gone/module.py: no such file or folder",
+        "page.md: test_gone: not a test of test_a.py",
+    ]
+
+
 @pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken_links(page) == []

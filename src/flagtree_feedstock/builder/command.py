@@ -188,6 +188,7 @@ def _build_rattler(
             build_platform=options.build_platform,
         ),
         foreign=foreign,
+        channel_timeout=options.channel_timeout,
     )
     with new_progress(err) as progress:
         task = progress.add_task("building", total=len(plan))

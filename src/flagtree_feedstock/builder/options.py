@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -54,6 +55,9 @@ class BuildOptions:
     # environments, and whose activation scripts may run as it activates them (channel.link_scripts), besides
     # those the recipe's folder lists (recipe.package_scripts); a package that carries any is refused otherwise.
     allow_link_scripts: tuple[str, ...] = ()
+    # The longest one request of the relay to a --channel may take, whole (seconds; channel.index_relay's
+    # default when None): the solves before the build and the tests read the channels through it alone.
+    channel_timeout: float | None = None
 
     def summary(self) -> str:
         """One line per option; those that differ from the defaults are marked with ``*``."""
@@ -96,6 +100,7 @@ ENV_OPTIONS: Mapping[str, str] = {
     "llvm_archive_max_size": "LLVM_ARCHIVE_MAX_SIZE",
     "llvm_archive_timeout": "LLVM_ARCHIVE_TIMEOUT",
     "allow_link_scripts": "ALLOW_LINK_SCRIPTS",
+    "channel_timeout": "CHANNEL_TIMEOUT",
 }
 # The plural names these had before they followed the options; still read, never suggested.
 ENV_OLD_NAMES: Mapping[str, str] = {"channels": "CHANNELS", "pythons": "PYTHONS", "outputs": "OUTPUTS"}
@@ -163,7 +168,23 @@ def from_cli(values: Mapping[str, object], env: Mapping[str, str]) -> BuildOptio
         llvm_archive_max_size=str(pick("llvm_archive_max_size") or "") or None,
         llvm_archive_timeout=str(pick("llvm_archive_timeout") or "") or None,
         allow_link_scripts=_as_tuple(pick("allow_link_scripts")),
+        channel_timeout=_seconds(pick("channel_timeout"), "--channel-timeout"),
     )
+
+
+def _seconds(value: object, option: str) -> float | None:
+    """A number of seconds above zero; ``None`` when not given. ``nan`` and ``inf`` are no deadline."""
+    if value is None:
+        return None
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ConfigurationError(
+            f"{option} {str(value)!r} is not a number of seconds above 0", fix=f"give e.g. {option} 600"
+        )
+    return seconds
 
 
 def _path(value: object, option: str) -> Path | None:

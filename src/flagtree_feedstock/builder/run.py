@@ -19,7 +19,7 @@ from pathlib import Path
 from flagtree_feedstock._own_files import PATCH, read_own, repository_of
 from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, split_credentials, with_own_credentials
-from flagtree_feedstock.channel.index_relay import serving
+from flagtree_feedstock.channel.index_relay import serving, timeouts_within
 from flagtree_feedstock.channel.link_scripts import NONE_ALLOWED, LinkScriptPolicy
 from flagtree_feedstock.errors import (
     BuildFailedError,
@@ -93,6 +93,8 @@ class BuildSettings:
     package_format: PackageFormat = "conda"
     # The packages whose link scripts may run as the engine installs them (--allow-link-scripts).
     link_scripts: LinkScriptPolicy = NONE_ALLOWED
+    # The longest one request of the relay to a channel may take, whole (--channel-timeout; None: its default).
+    channel_timeout: float | None = None
 
     @property
     def test_strategy(self) -> str:
@@ -147,7 +149,10 @@ def run_plan(
             # The user's channels, for the solves before the builds and tests: served on loopback by the toolkit,
             # which fetches every byte of them with its own client and their credentials (index_relay.py).
             serving(
-                engine.channels, authorize=engine.authorize, scratch=_made(Path(scratch) / "relay")
+                engine.channels,
+                authorize=engine.authorize,
+                scratch=_made(Path(scratch) / "relay"),
+                timeouts=timeouts_within(settings.channel_timeout),
             ) as relay,
         ):
             # No engine call reads a remote channel or gets credentials, not even the user's own file: the build

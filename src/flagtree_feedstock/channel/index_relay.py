@@ -35,7 +35,7 @@ A refusal or a failure (an upstream that answers 403 or 503, a trickle, a ``base
 and the caller raises :attr:`Relay.failure`, one line, instead of rattler's message (fail closed: a channel
 that cannot be read never leaves a solve to go on without it). A subdir upstream does not have (404) is a 404.
 
-The interface (a build's pre-solve will call it as ``channel install`` does)::
+The interface (``channel install`` and a build's solves, ``builder/run.py``, call it so)::
 
     with serving(channels, authorize=engine.authorize, scratch=folder) as relay:
         solve with relay.urls (one per channel, in order; no auth file, no remote URL)
@@ -79,6 +79,15 @@ LOGGER = logging.getLogger(__name__)
 # Each request to a channel: 30 s to connect, 60 s for each wait on it, 10 minutes for the whole answer
 # (conda-forge's largest repodata.json, some 250 MB, takes under a minute on a slow line).
 TIMEOUTS = Timeouts(connect=30, read=60, total=600)
+
+
+def timeouts_within(total: float | None) -> Timeouts:
+    """:data:`TIMEOUTS`, each request ending within ``total`` seconds whole (``build --channel-timeout``)."""
+    if total is None:
+        return TIMEOUTS
+    return Timeouts(connect=min(TIMEOUTS.connect, total), read=min(TIMEOUTS.read, total), total=total)
+
+
 # The most an index may hold, decompressed (conda-forge's linux-64 repodata.json is about 250 MB).
 MAX_INDEX_BYTES = 512 << 20
 # The most one shard may hold (conda-forge's largest are a few MB) and its compressed form.

@@ -136,6 +136,12 @@ def add_parser(sub: Subparsers) -> None:
         metavar="SECONDS",
         help="the longest a URL's download may take, whole, however steadily the server sends [7200]",
     )
+    build_parser.add_argument(
+        "--channel-timeout",
+        metavar="SECONDS",
+        help="the longest one request to a --channel may take, whole: connecting (at most 30 s of it), each wait "
+        "on the server (at most 60 s), its whole answer, as channel install --timeout [600]",
+    )
     build_parser.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build_parser.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
     build_parser.add_argument(
