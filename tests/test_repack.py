@@ -213,8 +213,8 @@ NOBODY = 65534
 
 
 def _plant(entry: Path, name: str, content: bytes, **record: object) -> Path:
-    """A cache entry ``entry/name`` holding ``content``, its record saying what ``content`` is unless
-    ``record`` says otherwise, and hiding every link script."""
+    """A cache entry ``entry/name`` holding ``content``, its record (every field a record has) saying what
+    ``content`` is unless ``record`` says otherwise, and hiding every link and activation script."""
     entry.mkdir(parents=True, exist_ok=True)
     copy = entry / name
     copy.write_bytes(content)
@@ -224,6 +224,7 @@ def _plant(entry: Path, name: str, content: bytes, **record: object) -> Path:
         "size": len(content),
         "name": name.rsplit("-", 2)[0],
         "link_scripts": [],
+        "activation_scripts": [],
     }
     (entry / f"{name}.json").write_text(json.dumps(said | record))
     return copy

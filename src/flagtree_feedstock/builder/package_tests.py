@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.credentials import AUTH_VARIABLE, EngineChannels
+from flagtree_feedstock.channel.credentials import EngineChannels
 from flagtree_feedstock.channel.folder import _settled, index_channel, read_info
 from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
@@ -128,11 +128,10 @@ def run_tests(
 
 
 def _test_environment(env: Mapping[str, str], scratch: Path) -> dict[str, str]:
-    """The test call's variables: no authentication file (its channels are local folders), a package cache of
-    its own (the engine takes a package from the cache it is given before it reads a channel), and its
-    temporary folder (the tests' prefixes) in ``scratch``, removed with it."""
-    kept = {k: v for k, v in env.items() if k != AUTH_VARIABLE}
-    return {**kept, "RATTLER_CACHE_DIR": str(scratch / "test-cache"), "TMPDIR": str(scratch / "test-tmp")}
+    """The test call's variables: the build call's ``env`` (which holds no authentication file: run.py), a
+    package cache of its own (the engine takes a package from the cache it is given before it reads a channel),
+    and its temporary folder (the tests' prefixes) in ``scratch``, removed with it."""
+    return {**env, "RATTLER_CACHE_DIR": str(scratch / "test-cache"), "TMPDIR": str(scratch / "test-tmp")}
 
 
 def _empty_channel(channel: Path, subdir: str) -> Path:
