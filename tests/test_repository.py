@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -133,4 +134,90 @@ def test_a_noqa_without_a_reason_is_found(tmp_path: Path) -> None:
     assert [entry.split(": ", 1)[0].rsplit(":", 1)[1] for entry in noqa_without_reason([source])] == [
         "1",
         "2",
+    ]
+
+
+# tests/README.md's table of where each module's tests are (issue 48 item 6).
+TABLE_HEADING = "## Where a module's tests are"
+SOURCES = (ROOT / "src", ROOT / "flagtree-doctor" / "src")
+
+
+def modules(sources: Sequence[Path] = SOURCES) -> set[str]:
+    """Every module of the two source trees, as ``package/path.py``; an ``__init__.py`` that holds only its
+    docstring (a subpackage's map) is no module of its own."""
+    found = set()
+    for source in sources:
+        for path in source.rglob("*.py"):
+            body = ast.parse(path.read_text(encoding="utf-8")).body
+            code = [
+                node
+                for node in body
+                if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+            ]
+            if path.name == "__init__.py" and all(
+                isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in code
+            ):
+                continue
+            found.add(str(path.relative_to(source)))
+    return found
+
+
+def table_rows(readme: Path) -> dict[str, list[str]]:
+    """The rows of ``readme``'s table under :data:`TABLE_HEADING`: each module and its test files."""
+    text = readme.read_text(encoding="utf-8")
+    if TABLE_HEADING not in text:
+        return {}
+    section = text.split(TABLE_HEADING, 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = re.findall(r"`([^`]+)`", cells[1])
+    return rows
+
+
+def table_problems(readme: Path, tests: Path, sources: Sequence[Path] = SOURCES) -> list[str]:
+    """What is wrong with the table: a module missing, a row for no module, a row without tests, a test file that
+    is not there."""
+    rows = table_rows(readme)
+    known = modules(sources)
+    problems = [f"{module}: no row" for module in sorted(known - set(rows))]
+    problems += [f"{module}: no such module" for module in sorted(set(rows) - known)]
+    problems += [f"{module}: no tests named" for module, files in sorted(rows.items()) if not files]
+    problems += [
+        f"{module}: {name}: no such test file"
+        for module, files in sorted(rows.items())
+        for name in files
+        if not (tests / name).is_file()
+    ]
+    return problems
+
+
+def test_every_module_s_tests_are_found_in_one_look() -> None:
+    """tests/README.md names, for each module, the test files that test it: every module has its row, every
+    file named is there."""
+    assert table_problems(ROOT / "tests" / "README.md", ROOT / "tests") == []
+
+
+def test_a_stale_table_is_found(tmp_path: Path) -> None:
+    """The check itself: a module without a row, a row for a module that is gone, a row without tests and a test
+    file that is gone are each found."""
+    source = tmp_path / "src" / "pkg"
+    source.mkdir(parents=True)
+    (source / "__init__.py").write_text('"""A map only."""\n', encoding="utf-8")
+    for name in ("kept.py", "new.py", "bare.py"):
+        (source / name).write_text("X = 1\n", encoding="utf-8")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_kept.py").write_text("", encoding="utf-8")
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        f"{TABLE_HEADING}\n\n| module | tests |\n| --- | --- |\n| `pkg/kept.py` | `test_kept.py` |\n"
+        "| `pkg/bare.py` |  |\n| `pkg/gone.py` | `test_gone.py` |\n\n## Next\n",
+        encoding="utf-8",
+    )
+    assert table_problems(readme, tmp_path / "tests", [tmp_path / "src"]) == [
+        "pkg/new.py: no row",
+        "pkg/gone.py: no such module",
+        "pkg/bare.py: no tests named",
+        "pkg/gone.py: test_gone.py: no such test file",
     ]
