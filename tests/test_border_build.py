@@ -206,9 +206,10 @@ def test_a_nul_in_a_host_requirement_s_pax_path_served_over_http_stops_the_build
     allowed: tuple[str, ...], tmp_path: Path, planted: Path, start_server: StartServer
 ) -> None:
     """The package served with a ``run_exports.json`` (which the relay answers 404). The engine's solve before
-    the build reads run exports from the packages it solved, fetched through the relay (checked against the
-    index's sha256 only) into a package cache of its own, and cannot read this one: the build stops there, in
-    one line, before any copy is made; allowing toy-dep's link scripts by name changes nothing."""
+    the build reads run exports from the packages it solved, and the relay serves it the toolkit's copy of
+    each, never the original: our reader refuses this one, so the relay answers the engine 403 and the build
+    stops in OUR one line (exit 9, the control character named), before the engine read a byte of it; the
+    package was downloaded from upstream once; allowing toy-dep's link scripts by name changes nothing."""
     channel = _channel(tmp_path, planted, nul=True)
     exports = {"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}
     url, asked = start_server(
@@ -217,12 +218,14 @@ def test_a_nul_in_a_host_requirement_s_pax_path_served_over_http_stops_the_build
 
     done = _build(tmp_path, f"{url}/chan", *allowed)
 
-    assert done.returncode != 0, done.stderr
+    assert done.returncode == 9, done.stderr
     line = error_line(done.stderr)
-    assert "toy-host" in line and "nothing was built" in line, line
+    assert "toy-dep-1-0.tar.bz2 is refused" in line and "control character" in line, line
+    assert "run exports" not in done.stderr.lower()  # not the engine's line: it never read the original
     assert "Traceback" not in done.stderr
     assert not planted.exists()
-    assert any(r["path"].endswith("toy-dep-1-0.tar.bz2") for r in asked())  # fetched, read, refused
+    fetched = [r for r in asked() if r["path"].endswith("toy-dep-1-0.tar.bz2")]
+    assert len(fetched) == 1, fetched  # read once, by the relay, and refused
     assert not _built(tmp_path)
 
 
