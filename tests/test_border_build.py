@@ -7,7 +7,9 @@ wrote").
 - 5: ``http://alice:PW@127.0.0.1:P1/chan`` whose index sets ``info.base_url`` to P2: the build's solve before
   the build sent alice's password to P2; now the channel is refused in one line and P2 is sent nothing;
 - 4: a host requirement served over http (with a ``run_exports.json``) whose PAX ``path`` is
-  ``bin/.toy-dep-post-link.sh\\0.txt``: stops the build in one line, its script never run, nothing built;
+  ``bin/.toy-dep-post-link.sh\\0.txt``: the relay serves the engine's solve our copy only, so our reader's
+  refusal stops the build in one line (exit 9), its script never run, nothing built; a harmless one, from a
+  plain or a sharded channel, builds from the copy the relay served, downloaded once;
 - 7: a host requirement whose files are 0666 and 0777 and whose folder is 0777: the build's package cache
   holds them with normal modes only (under the usual umask: the engine keeps only the executable bit).
 """

@@ -5,13 +5,15 @@ take from a channel, remote (``-c conda-forge``, ``-c https://…``) or local, i
 there. So before each step whose recipe requires a build or host environment (its own, or a staging output's
 it inherits from), the engine solves that step alone (a ``solve`` call of :mod:`._worker`: its own render
 with solve, and each staging output's requirements solved as an output of their own, nothing built), from
-the channels :func:`presolve_channels` names, with the channels' credentials. Every package of the solution,
+the channels :func:`presolve_channels` names, through the toolkit's relay. Every package of the solution,
 wherever it comes from (the staging folder's, a local channel's, or a remote one's, downloaded against the
 index's size and sha256 with the credentials of its origin), is repacked (:func:`..channel.repack.repacked`:
 read by the toolkit's reader, written by its writer, checked whole, cached by the original's sha256 beside
 the output folder) into a channel folder of that step's own (:func:`step_channel`); a package that carries
-link scripts the user did not allow is refused. The solve has a package cache of its own (it downloads
-packages to read their run exports), so the build's cache holds nothing that was not repacked.
+link scripts the user did not allow is refused. The solve reads run exports from the packages it solved,
+fetched into a package cache of its own: the relay serves it the copies (:meth:`..channel.index_relay.Relay.
+copy`), never the originals, so a package our reader refuses stops the build in the relay's line before the
+engine reads it, and the copies made then are the step's (each package downloaded once).
 
 The build call then reads that folder and the staging folder only (:func:`build_channels`): no remote URL, no
 channel folder of the user's, no credentials. A package its solve needs that the copies lack (a solve that

@@ -24,24 +24,33 @@ What it serves, for ``/KEY/<n>/<subdir>/<file>`` (``subdir`` a conda subdir):
   again pointing both at this server. ``shards/<sha256>.msgpack.zst``: only a shard the index lists, fetched
   when rattler asks for it (so a solve still fetches only the shards it needs), and served only when its bytes
   have the sha256 its name says. A local channel answers 404 (rattler reads a local one's ``repodata.json``).
-- a package file the index lists: downloaded from upstream into the scratch folder (the index's size and
-  sha256 checked, :func:`.remote_packages.download`) and served from there; a local channel's from its folder.
+- a package file the index lists, never the original: downloaded from upstream once into the scratch folder
+  (the index's size and sha256 checked, :func:`.remote_packages.download`), or a local channel's file, then
+  the toolkit's copy of it (:func:`.repack.repacked`: read by our reader, written by our writer, cached in
+  ``copies``) is served. A copy's bytes are not the original's, so the records served (in ``repodata.json``
+  and in each shard, re-encoded under the name the index gives it: rattler does not hash a shard) carry none
+  of :data:`DIGESTS`: rattler checks the copy against nothing, and the relay keeps the index's sha256 and
+  size to check the download. A relay without ``copies`` (``channel install``'s, whose solve reads indexes
+  only) serves no package and leaves the records as they are (its install checks downloads against them).
 - anything else, ``repodata.json.zst``/``.bz2``/``.jlap`` and ``run_exports.json`` included: 404. Rattler then
   takes plain ``repodata.json`` (compression would save nothing on loopback, and one form is one reading to
-  check), and reads run exports from the packages, which pass the checks above.
+  check), and reads run exports from the packages: the copies.
 
-A refusal or a failure (an upstream that answers 403 or 503, a trickle, a ``base_url`` elsewhere) is kept as
+A refusal or a failure (an upstream that answers 403 or 503, a trickle, a ``base_url`` elsewhere, a package
+our reader refuses) is kept as
 :attr:`Relay.failure`, the first one, and rattler is answered 403, which it does not retry: its solve fails,
 and the caller raises :attr:`Relay.failure`, one line, instead of rattler's message (fail closed: a channel
 that cannot be read never leaves a solve to go on without it). A subdir upstream does not have (404) is a 404.
 
 The interface (``channel install`` and a build's solves, ``builder/run.py``, call it so)::
 
-    with serving(channels, authorize=engine.authorize, scratch=folder) as relay:
+    with serving(channels, authorize=engine.authorize, scratch=folder, copies=cache) as relay:
         solve with relay.urls (one per channel, in order; no auth file, no remote URL)
         relay.client_config()               # py-rattler's configuration: the relay, directly, and nothing else
         relay.check()                       # the first failure, if any: raise it
         relay.upstream(record_url)          # a solved package's loopback URL -> upstream URL or file:// URI
+        relay.copy(record_url)              # -> the toolkit's copy the relay served (or makes now): Repacked
+        relay.source(record_url)            # -> where it came from, as a message shows it
         relay.given(channel)                # a loopback channel URL -> the channel as the user gave it
 """
 
