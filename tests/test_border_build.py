@@ -7,7 +7,9 @@ wrote").
 - 5: ``http://alice:PW@127.0.0.1:P1/chan`` whose index sets ``info.base_url`` to P2: the build's solve before
   the build sent alice's password to P2; now the channel is refused in one line and P2 is sent nothing;
 - 4: a host requirement served over http (with a ``run_exports.json``) whose PAX ``path`` is
-  ``bin/.toy-dep-post-link.sh\\0.txt``: stops the build in one line, its script never run, nothing built;
+  ``bin/.toy-dep-post-link.sh\\0.txt``: the relay serves the engine's solve our copy only, so our reader's
+  refusal stops the build in one line (exit 9), its script never run, nothing built; a harmless one, from a
+  plain or a sharded channel, builds from the copy the relay served, downloaded once;
 - 7: a host requirement whose files are 0666 and 0777 and whose folder is 0777: the build's package cache
   holds them with normal modes only (under the usual umask: the engine keeps only the executable bit).
 """
@@ -40,22 +42,23 @@ QUOTED = quote(PASSWORD, safe="")
 NUL_SCRIPT = "bin/.toy-dep-post-link.sh\0.txt"
 
 Requests = Callable[[], list[dict[str, Any]]]
-StartServer = Callable[[list[dict[str, Any]]], tuple[str, Requests]]
+StartServer = Callable[..., tuple[str, Requests]]
 
 
 @pytest.fixture
 def start_server(tmp_path: Path) -> Iterator[StartServer]:
     """A recorder on 127.0.0.1 (tests/_http_recorder.py, a process of its own) with ``rules``, 404 for any
-    other path and for sharded or compressed indexes: its URL, and the requests it was sent."""
+    other path and for compressed indexes, and for sharded ones unless ``sharded``: its URL, and the requests
+    it was sent."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(rules: list[dict[str, Any]]) -> tuple[str, Requests]:
+    def start(rules: list[dict[str, Any]], *, sharded: bool = False) -> tuple[str, Requests]:
         log = tmp_path / f"requests-{len(started)}.jsonl"
         log.touch()
         plain = [
             {"path": f"/chan/{subdir}/repodata{rest}", "status": 404}
             for subdir in ("linux-64", "noarch")
-            for rest in ("_shards", ".json.")
+            for rest in ((".json.",) if sharded else ("_shards", ".json."))
         ]
         every = [*plain, *rules, {"path": "/", "status": 404}]
         process = subprocess.Popen(
@@ -105,10 +108,10 @@ def _dep(planted: Path, *, nul: bool = False) -> bytes:
     return tar_bz2(parts)
 
 
-def _channel(tmp_path: Path, planted: Path, *, nul: bool = False) -> Path:
+def _channel(tmp_path: Path, planted: Path, *, nul: bool = False, shards: bool = False) -> Path:
     channel, _ = channel_with(tmp_path, "toy-dep-1-0.tar.bz2", _dep(planted, nul=nul))
     (channel / "linux-64").mkdir(exist_ok=True)
-    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=shards, force=True))
     return channel
 
 
@@ -206,9 +209,10 @@ def test_a_nul_in_a_host_requirement_s_pax_path_served_over_http_stops_the_build
     allowed: tuple[str, ...], tmp_path: Path, planted: Path, start_server: StartServer
 ) -> None:
     """The package served with a ``run_exports.json`` (which the relay answers 404). The engine's solve before
-    the build reads run exports from the packages it solved, fetched through the relay (checked against the
-    index's sha256 only) into a package cache of its own, and cannot read this one: the build stops there, in
-    one line, before any copy is made; allowing toy-dep's link scripts by name changes nothing."""
+    the build reads run exports from the packages it solved, and the relay serves it the toolkit's copy of
+    each, never the original: our reader refuses this one, so the relay answers the engine 403 and the build
+    stops in OUR one line (exit 9, the control character named), before the engine read a byte of it; the
+    package was downloaded from upstream once; allowing toy-dep's link scripts by name changes nothing."""
     channel = _channel(tmp_path, planted, nul=True)
     exports = {"info": {"subdir": "noarch"}, "packages": {}, "packages.conda": {}}
     url, asked = start_server(
@@ -217,13 +221,36 @@ def test_a_nul_in_a_host_requirement_s_pax_path_served_over_http_stops_the_build
 
     done = _build(tmp_path, f"{url}/chan", *allowed)
 
-    assert done.returncode != 0, done.stderr
+    assert done.returncode == 9, done.stderr
     line = error_line(done.stderr)
-    assert "toy-host" in line and "nothing was built" in line, line
+    assert "toy-dep-1-0.tar.bz2 is refused" in line and "control character" in line, line
+    assert "run exports" not in done.stderr.lower()  # not the engine's line: it never read the original
     assert "Traceback" not in done.stderr
     assert not planted.exists()
-    assert any(r["path"].endswith("toy-dep-1-0.tar.bz2") for r in asked())  # fetched, read, refused
+    fetched = [r for r in asked() if r["path"].endswith("toy-dep-1-0.tar.bz2")]
+    assert len(fetched) == 1, fetched  # read once, by the relay, and refused
     assert not _built(tmp_path)
+
+
+@pytest.mark.parametrize("shards", [False, True])
+def test_a_build_from_an_http_channel_installs_the_copy_the_relay_served_its_solve(
+    shards: bool, tmp_path: Path, planted: Path, start_server: StartServer
+) -> None:
+    """The relay serves the engine's solve the toolkit's copy of toy-dep under records without the original's
+    digests (in repodata.json, or in a shard the solve asks for): the engine takes it, and the build installs
+    that same copy, downloaded from upstream once."""
+    channel = _channel(tmp_path, planted, shards=shards)
+    url, asked = start_server(_files(channel), sharded=shards)
+
+    done = _build(tmp_path, f"{url}/chan")
+
+    assert done.returncode == 0, done.stderr
+    assert _built(tmp_path)
+    paths = [r["path"] for r in asked()]
+    assert [p for p in paths if p.endswith("toy-dep-1-0.tar.bz2")] == ["/chan/noarch/toy-dep-1-0.tar.bz2"]
+    if shards:
+        assert any("/noarch/shards/" in p for p in paths) and "/chan/noarch/repodata.json" not in paths, paths
+    assert not planted.exists()
 
 
 # ---- reproduction 7 -----------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from _stub_channel import write_package
 from _timing import seconds, seconds_arg
 from _toy import error_line
 from flagtree_feedstock.channel.credentials import split_credentials
-from flagtree_feedstock.channel.index_relay import serving, within_channel
+from flagtree_feedstock.channel.index_relay import DIGESTS, serving, within_channel
 from flagtree_feedstock.errors import ChannelError
 
 TESTS = Path(__file__).resolve().parent
@@ -425,12 +425,14 @@ def test_the_relay_serves_nothing_without_its_key(tmp_path: Path) -> None:
         assert _get(relay.origin + "/x", "/0/noarch/repodata.json")[0] == 404
 
 
-def test_the_relay_serves_a_package_only_with_the_index_s_sha256_and_maps_it_back(
+def test_the_relay_serves_a_package_only_as_the_toolkit_s_copy_checked_against_the_index_s_sha256(
     tmp_path: Path, start_server: StartServer
 ) -> None:
-    """What a build's pre-solve downloads through the relay: the package, fetched with the channel's password
-    and checked against the index; the loopback URL maps back to the upstream URL. A package whose bytes are
-    not the index's sha256 is a 403, and the relay's failure names it."""
+    """What a build's pre-solve downloads through the relay: never the original, but the toolkit's copy of it
+    (fetched once, with the channel's password, checked against the index, repacked), under records that say
+    nothing of the original's bytes (else the engine would refuse the copy); the loopback URL maps back to the
+    upstream URL, and :meth:`Relay.copy` is the very file served. A package whose bytes are not the index's
+    sha256 is a 403, and the relay's failure names it."""
     remote = _remote(tmp_path, "remote-lib", "remote-bad")
     repodata = json.loads((remote / "noarch" / "repodata.json").read_text())
     repodata["packages"]["remote-bad-1.0-h0_0.tar.bz2"]["sha256"] = "0" * 64
@@ -443,11 +445,21 @@ def test_the_relay_serves_a_package_only_with_the_index_s_sha256_and_maps_it_bac
     )
     engine = split_credentials([url.replace("://", f"://{USER}:{QUOTED}@") + "/chan"])
     name = "remote-lib-1.0-h0_0.tar.bz2"
-    with serving(engine.channels, authorize=engine.authorize, scratch=tmp_path / "scratch") as relay:
+    scratch, copies = tmp_path / "scratch", tmp_path / "copies"
+    with serving(engine.channels, authorize=engine.authorize, scratch=scratch, copies=copies) as relay:
         (base,) = relay.urls
-        assert _get(relay.base, "/0/noarch/repodata.json")[0] == 200
+        status, index = _get(relay.base, "/0/noarch/repodata.json")
+        assert status == 200
+        served = json.loads(index)["packages"]
+        assert set(served) == set(repodata["packages"])
+        assert not [key for record in served.values() for key in record if key in DIGESTS]
         status, body = _get(relay.base, f"/0/noarch/{name}")
-        assert (status, hashlib.sha256(body).hexdigest()) == (200, repodata["packages"][name]["sha256"])
+        assert status == 200
+        assert body != (remote / "noarch" / name).read_bytes()  # not the original
+        copy = relay.copy(f"{base}noarch/{name}")
+        assert (body, hashlib.sha256(body).hexdigest()) == (copy.path.read_bytes(), copy.sha256)
+        assert copy.path.is_relative_to(copies)
+        assert _get(relay.base, f"/0/noarch/{name}") == (200, body)
         assert relay.upstream(f"{base}noarch/{name}") == f"{url}/chan/noarch/{name}"
         assert relay.given(base) == f"{url}/chan"
         assert relay.failure is None
@@ -457,21 +469,63 @@ def test_the_relay_serves_a_package_only_with_the_index_s_sha256_and_maps_it_bac
         assert _get(relay.base, "/0/noarch/repodata.json.zst")[0] == 404
         assert _get(relay.base, "/0/noarch/run_exports.json")[0] == 404
     fetched = [r for r in asked() if r["path"].endswith(name)]
-    assert fetched and all("authorization" in r["headers"] for r in fetched)
+    assert len(fetched) == 1 and "authorization" in fetched[0]["headers"]  # downloaded once
 
 
-def test_a_local_channel_is_served_from_its_folder(tmp_path: Path) -> None:
-    """A user's folder is read by the relay, not by the solve: its index and packages, mapped back to the file."""
+def test_a_relay_without_copies_serves_no_package_and_keeps_the_index_s_digests(tmp_path: Path) -> None:
+    """``channel install``'s relay (its solve reads indexes only, it installs copies it makes itself from
+    the records' upstream sha256 and size): no package is served, not even a copy, and the records keep what
+    the install checks the download against."""
     remote = _remote(tmp_path, "remote-lib")
     engine = split_credentials([remote.as_uri()])
     name = "remote-lib-1.0-h0_0.tar.bz2"
     with serving(engine.channels, authorize=engine.authorize, scratch=tmp_path / "scratch") as relay:
+        status, index = _get(relay.base, "/0/noarch/repodata.json")
+        assert status == 200
+        record = json.loads(index)["packages"][name]
+        assert record["sha256"] == hashlib.sha256((remote / "noarch" / name).read_bytes()).hexdigest()
+        assert record["size"] == (remote / "noarch" / name).stat().st_size
+        assert _get(relay.base, f"/0/noarch/{name}")[0] == 404
+        relay.check()
+
+
+def test_a_local_channel_is_served_from_its_folder(tmp_path: Path) -> None:
+    """A user's folder is read by the relay, not by the solve: its index, and the copies of its packages,
+    mapped back to the file."""
+    remote = _remote(tmp_path, "remote-lib")
+    engine = split_credentials([remote.as_uri()])
+    name = "remote-lib-1.0-h0_0.tar.bz2"
+    with serving(
+        engine.channels, authorize=engine.authorize, scratch=tmp_path / "scratch", copies=tmp_path / "copies"
+    ) as relay:
         (base,) = relay.urls
         assert _get(relay.base, "/0/noarch/repodata.json")[0] == 200
         status, body = _get(relay.base, f"/0/noarch/{name}")
-        assert (status, body) == (200, (remote / "noarch" / name).read_bytes())
+        assert (status, body) == (200, relay.copy(f"{base}noarch/{name}").path.read_bytes())
+        assert body != (remote / "noarch" / name).read_bytes()
         assert relay.upstream(f"{base}noarch/{name}") == (remote / "noarch" / name).resolve().as_uri()
+        assert relay.source(f"{base}noarch/{name}") == str((remote / "noarch" / name).resolve())
         assert _get(relay.base, "/0/noarch/repodata_shards.msgpack.zst")[0] == 404
+
+
+def test_a_relay_serving_copies_serves_shards_without_the_originals_digests(
+    tmp_path: Path, start_server: StartServer
+) -> None:
+    """A sharded channel's records, served to a build's solve: no sha256, md5 or size of the original."""
+    remote = _remote(tmp_path, "remote-a", "remote-b", shards=True)
+    url, _ = start_server(_files("/chan", remote))
+    engine = split_credentials([f"{url}/chan"])
+    listed = _shard_of(remote, "remote-a")
+    with serving(
+        engine.channels, authorize=engine.authorize, scratch=tmp_path / "scratch", copies=tmp_path / "copies"
+    ) as relay:
+        assert _get(relay.base, "/0/noarch/repodata_shards.msgpack.zst")[0] == 200
+        status, body = _get(relay.base, f"/0/noarch/shards/{listed}.msgpack.zst")
+        assert status == 200
+        shard = msgpack.unpackb(zstandard.ZstdDecompressor().decompress(body, max_output_size=1 << 24))
+        records = [r for key in ("packages", "packages.conda") for r in (shard.get(key) or {}).values()]
+        assert records and not [key for record in records for key in record if key in DIGESTS]
+        relay.check()
 
 
 def test_the_relay_fetches_only_a_shard_its_index_lists(tmp_path: Path, start_server: StartServer) -> None:

@@ -33,11 +33,9 @@ from urllib.parse import unquote, urlsplit
 from flagtree_feedstock._engine import require
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.credentials import EngineChannels
 from flagtree_feedstock.channel.folder import _settled, index_channel, read_info
 from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
-from flagtree_feedstock.channel.remote_packages import download
 from flagtree_feedstock.channel.repack import repacked
 from flagtree_feedstock.errors import BuildFailedError, DependencyError, FeedstockError
 from flagtree_feedstock.platforms import host_platform
@@ -70,7 +68,6 @@ def run_tests(
     strategy: str,
     scratch: Path,
     staging: Path,
-    engine: EngineChannels,
     relay: Relay,
     cache: Path,
     link_scripts: LinkScriptPolicy,
@@ -103,7 +100,6 @@ def run_tests(
                     output,
                     copies,
                     staging=staging,
-                    engine=engine,
                     relay=relay,
                     cache=cache,
                     link_scripts=link_scripts,
@@ -183,14 +179,13 @@ def copy_test_packages(
     copies: Path,
     *,
     staging: Path,
-    engine: EngineChannels,
     relay: Relay,
     cache: Path,
     link_scripts: LinkScriptPolicy,
 ) -> None:
     """Solve the environments of ``package``'s tests (``output`` rendered it) with py-rattler, and put the
-    toolkit's copy (from ``cache``) of every package of their solutions into ``copies``, indexed; remote ones
-    downloaded with ``engine``'s credentials first. The package itself is left out: the engine tests the file.
+    toolkit's copy (from ``cache``) of every package of their solutions into ``copies``, indexed; a channel's is
+    the ``relay``'s copy (downloaded with the credentials of its origin, checked, repacked). The package itself is left out: the engine tests the file.
     Raise :class:`DependencyError` naming a package no channel has, :class:`ChannelError` for a download, a
     repack or a link script refused."""
     # As the engine names it: from its file name (name-version-build), in the subdir it lies in.
@@ -210,33 +205,18 @@ def copy_test_packages(
                 if record.file_name != package.name:
                     records.setdefault(str(record.url), record)
     relay.check()  # fail closed: a channel the relay could not read is never left out of a solve
-    for solved, record in records.items():
-        # A channel's package, downloaded below with the credentials of its origin; the staging folder's as is.
-        url = relay.upstream(solved) if solved.startswith(f"{relay.base}/") else solved
+    for url, record in records.items():
         where, file_name = place_of({"url": url, "subdir": record.subdir, "fn": record.file_name})
-        if url.startswith("file://"):
-            original, source = Path(unquote(urlsplit(url).path)), None
-        else:
-            original, source = scratch / "test-downloads" / where / file_name, shown_url(url)
-            if not original.exists():
-                original.parent.mkdir(parents=True, exist_ok=True)
-                download(
-                    url, original, sha256=_hex(record.sha256), size=record.size, authorize=engine.authorize
-                )
-        copy = repacked(original, cache, file_name=file_name, source=source)
+        if url.startswith("file://"):  # the staging folder's
+            original = Path(unquote(urlsplit(url).path))
+            copy, source = repacked(original, cache, file_name=file_name), str(original)
+        else:  # a channel's: the relay's copy, downloaded with the credentials of its origin and checked
+            copy, source = relay.copy(url), relay.source(url)
         # The engine activates the tests' environments: their activation scripts are refused too.
-        link_scripts.admit(
-            copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
-        )
+        link_scripts.admit(copy.name, copy.link_scripts, where=source, activation=copy.activation_scripts)
         link_copy(copy.path, copies / where / file_name)
     if records:
         index_channel(copies, check=False)  # each was checked as it was repacked
-
-
-def _hex(digest: object) -> str | None:
-    if isinstance(digest, bytes):
-        return digest.hex()
-    return digest if isinstance(digest, str) else None
 
 
 @contextmanager

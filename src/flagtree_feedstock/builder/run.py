@@ -153,6 +153,7 @@ def run_plan(
                 authorize=engine.authorize,
                 scratch=_made(Path(scratch) / "relay"),
                 timeouts=timeouts_within(settings.channel_timeout),
+                copies=cache_of_copies,  # the relay serves the engine the toolkit's copies only
             ) as relay,
         ):
             # No engine call reads a remote channel or gets credentials, not even the user's own file: the build
@@ -184,7 +185,6 @@ def run_plan(
                         cache=cache_of_copies,
                         env=presolve_env,
                         lock=lock,
-                        authorize=engine.authorize,
                         relay=relay,
                         link_scripts=settings.link_scripts,
                         name=step.describe(),
@@ -207,7 +207,6 @@ def run_plan(
                     strategy=settings.test_strategy,
                     scratch=Path(scratch),
                     staging=staging,
-                    engine=engine,
                     relay=relay,
                     cache=cache_of_copies,
                     link_scripts=settings.link_scripts,

@@ -5,13 +5,15 @@ take from a channel, remote (``-c conda-forge``, ``-c https://…``) or local, i
 there. So before each step whose recipe requires a build or host environment (its own, or a staging output's
 it inherits from), the engine solves that step alone (a ``solve`` call of :mod:`._worker`: its own render
 with solve, and each staging output's requirements solved as an output of their own, nothing built), from
-the channels :func:`presolve_channels` names, with the channels' credentials. Every package of the solution,
+the channels :func:`presolve_channels` names, through the toolkit's relay. Every package of the solution,
 wherever it comes from (the staging folder's, a local channel's, or a remote one's, downloaded against the
 index's size and sha256 with the credentials of its origin), is repacked (:func:`..channel.repack.repacked`:
 read by the toolkit's reader, written by its writer, checked whole, cached by the original's sha256 beside
 the output folder) into a channel folder of that step's own (:func:`step_channel`); a package that carries
-link scripts the user did not allow is refused. The solve has a package cache of its own (it downloads
-packages to read their run exports), so the build's cache holds nothing that was not repacked.
+link scripts the user did not allow is refused. The solve reads run exports from the packages it solved,
+fetched into a package cache of its own: the relay serves it the copies (:meth:`..channel.index_relay.Relay.
+copy`), never the originals, so a package our reader refuses stops the build in the relay's line before the
+engine reads it, and the copies made then are the step's (each package downloaded once).
 
 The build call then reads that folder and the staging folder only (:func:`build_channels`): no remote URL, no
 channel folder of the user's, no credentials. A package its solve needs that the copies lack (a solve that
@@ -41,7 +43,6 @@ from flagtree_feedstock._urls import shown_text, shown_url
 from flagtree_feedstock.channel.folder import index_channel
 from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
-from flagtree_feedstock.channel.remote_packages import Authorize, download
 from flagtree_feedstock.channel.repack import repacked
 from flagtree_feedstock.errors import BuildFailedError, ChannelError, DependencyError
 from flagtree_feedstock.recipe.render import RenderedOutput
@@ -93,22 +94,22 @@ def repacked_channel(
     cache: Path,
     env: dict[str, str],
     lock: FolderLock,
-    authorize: Authorize,
     relay: Relay,
     link_scripts: LinkScriptPolicy,
     name: str,
     given: Sequence[str],
 ) -> None:
     """Have the engine solve ``call`` (``name``: the step, as messages show it) alone; put the toolkit's copy
-    (from ``cache``) of each package of its solution into ``channel`` and index it; remote ones are downloaded
-    with ``authorize`` first. A package that carries link or activation
-    scripts ``link_scripts`` does not allow is refused.
+    (from ``cache``) of each package of its solution into ``channel`` and index it: a channel's, the copy the
+    ``relay`` served the engine (or makes now); the staging folder's, repacked here. A package that carries
+    link or activation scripts ``link_scripts`` does not allow is refused.
     Raised (no build without the copies): the engine cannot solve it, its worker ends without its answer, or
     a package cannot be fetched, read or admitted. ``given`` are the channels as the user gave them, whose
     secrets a message masks."""
     scratch = channel.parent
     solve = replace(call, mode="solve", events=False, up_to=call.up_to or (call.key[0] if call.key else None))
-    # A package cache of its own: what the solve downloads (to read run exports) is not what the build installs.
+    # A package cache of its own: the relay's copies the solve fetches (to read run exports) are the build's
+    # to install only through ``channel``.
     result = run_engine(
         solve, events=None, env={**env, "RATTLER_CACHE_DIR": str(scratch / "solve-cache")}, lock=lock
     )
@@ -119,28 +120,14 @@ def repacked_channel(
     records = solved_packages(result)
     for record in records:
         url = str(record.get("url") or "")
-        if url.startswith(f"{relay.base}/"):
-            url = relay.upstream(url)  # downloaded below with the credentials of its origin
         subdir, file_name = place_of(record)
-        if url.startswith("file://"):
-            original, source = Path(unquote(urlsplit(url).path)), None
-        else:
-            original, source = scratch / "downloads" / subdir / file_name, shown_url(url)
-            if not original.exists():
-                sha256, size = record.get("sha256"), record.get("size")
-                original.parent.mkdir(parents=True, exist_ok=True)
-                download(
-                    url,
-                    original,
-                    sha256=sha256 if isinstance(sha256, str) else None,
-                    size=size if isinstance(size, int) else None,
-                    authorize=authorize,
-                )
-        copy = repacked(original, cache, file_name=file_name, source=source)
+        if url.startswith("file://"):  # the staging folder's
+            original = Path(unquote(urlsplit(url).path))
+            copy, where = repacked(original, cache, file_name=file_name), str(original)
+        else:  # a channel's: the copy the relay served the engine, downloaded once (else refused: not its URL)
+            copy, where = relay.copy(url), relay.source(url)
         # The engine activates the build and host environments: their activation scripts are refused too.
-        link_scripts.admit(
-            copy.name, copy.link_scripts, where=source or str(original), activation=copy.activation_scripts
-        )
+        link_scripts.admit(copy.name, copy.link_scripts, where=where, activation=copy.activation_scripts)
         link_copy(copy.path, channel / subdir / file_name)
     if records:  # else it stays as step_channel made it, empty
         index_channel(channel, check=False)  # each was checked as it was repacked

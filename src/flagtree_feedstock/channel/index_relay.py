@@ -24,24 +24,33 @@ What it serves, for ``/KEY/<n>/<subdir>/<file>`` (``subdir`` a conda subdir):
   again pointing both at this server. ``shards/<sha256>.msgpack.zst``: only a shard the index lists, fetched
   when rattler asks for it (so a solve still fetches only the shards it needs), and served only when its bytes
   have the sha256 its name says. A local channel answers 404 (rattler reads a local one's ``repodata.json``).
-- a package file the index lists: downloaded from upstream into the scratch folder (the index's size and
-  sha256 checked, :func:`.remote_packages.download`) and served from there; a local channel's from its folder.
+- a package file the index lists, never the original: downloaded from upstream once into the scratch folder
+  (the index's size and sha256 checked, :func:`.remote_packages.download`), or a local channel's file, then
+  the toolkit's copy of it (:func:`.repack.repacked`: read by our reader, written by our writer, cached in
+  ``copies``) is served. A copy's bytes are not the original's, so the records served (in ``repodata.json``
+  and in each shard, re-encoded under the name the index gives it: rattler does not hash a shard) carry none
+  of :data:`DIGESTS`: rattler checks the copy against nothing, and the relay keeps the index's sha256 and
+  size to check the download. A relay without ``copies`` (``channel install``'s, whose solve reads indexes
+  only) serves no package and leaves the records as they are (its install checks downloads against them).
 - anything else, ``repodata.json.zst``/``.bz2``/``.jlap`` and ``run_exports.json`` included: 404. Rattler then
   takes plain ``repodata.json`` (compression would save nothing on loopback, and one form is one reading to
-  check), and reads run exports from the packages, which pass the checks above.
+  check), and reads run exports from the packages: the copies.
 
-A refusal or a failure (an upstream that answers 403 or 503, a trickle, a ``base_url`` elsewhere) is kept as
+A refusal or a failure (an upstream that answers 403 or 503, a trickle, a ``base_url`` elsewhere, a package
+our reader refuses) is kept as
 :attr:`Relay.failure`, the first one, and rattler is answered 403, which it does not retry: its solve fails,
 and the caller raises :attr:`Relay.failure`, one line, instead of rattler's message (fail closed: a channel
 that cannot be read never leaves a solve to go on without it). A subdir upstream does not have (404) is a 404.
 
 The interface (``channel install`` and a build's solves, ``builder/run.py``, call it so)::
 
-    with serving(channels, authorize=engine.authorize, scratch=folder) as relay:
+    with serving(channels, authorize=engine.authorize, scratch=folder, copies=cache) as relay:
         solve with relay.urls (one per channel, in order; no auth file, no remote URL)
         relay.client_config()               # py-rattler's configuration: the relay, directly, and nothing else
         relay.check()                       # the first failure, if any: raise it
         relay.upstream(record_url)          # a solved package's loopback URL -> upstream URL or file:// URI
+        relay.copy(record_url)              # -> the toolkit's copy the relay served (or makes now): Repacked
+        relay.source(record_url)            # -> where it came from, as a message shows it
         relay.given(channel)                # a loopback channel URL -> the channel as the user gave it
 """
 
@@ -71,9 +80,10 @@ from flagtree_feedstock._engine import require
 from flagtree_feedstock._foreign_json import MAX_DEPTH, ForeignJsonError, nesting, parse_json
 from flagtree_feedstock._http import HttpError, Origin, Timeouts, open_request, status_text
 from flagtree_feedstock._urls import shown_url
-from flagtree_feedstock.errors import ChannelError
+from flagtree_feedstock.errors import ChannelError, FeedstockError
 
 from .remote_packages import Authorize, download
+from .repack import Repacked, repacked
 
 LOGGER = logging.getLogger(__name__)
 # Each request to a channel: 30 s to connect, 60 s for each wait on it, 10 minutes for the whole answer
@@ -100,12 +110,15 @@ REPODATA = "repodata.json"
 SHARDS = "repodata_shards.msgpack.zst"
 DEFAULT_CHANNEL_HOST = "https://conda.anaconda.org/"
 _FIX = "do not use this channel; tell its owner"
+# What a record says of its package file's bytes: left out of the records served where the relay serves the
+# toolkit's copies, whose bytes differ (the relay keeps sha256 and size itself, to check the download).
+DIGESTS = ("sha256", "md5", "size", "legacy_bz2_md5", "legacy_bz2_size")
 
 
 class _Refused(Exception):
     """A request the relay answers 403: ``error`` is kept as the relay's failure."""
 
-    def __init__(self, error: ChannelError) -> None:
+    def __init__(self, error: FeedstockError) -> None:
         super().__init__(error.message)
         self.error = error
 
@@ -163,16 +176,26 @@ class Relay:
     """The channels, served on loopback (:func:`serving`)."""
 
     def __init__(
-        self, channels: Sequence[str], *, authorize: Authorize, scratch: Path, timeouts: Timeouts
+        self,
+        channels: Sequence[str],
+        *,
+        authorize: Authorize,
+        scratch: Path,
+        timeouts: Timeouts,
+        copies: Path | None,
     ) -> None:
         self._channels = [_Channel(c, *channel_url(c)) for c in channels]
         self._authorize = authorize
         self._scratch = scratch
         self._timeouts = timeouts
+        self._copies = copies
         self._lock = threading.Lock()
         self._subdirs: dict[tuple[int, str], _Subdir] = {}
         self._downloads = 0
-        self.failure: ChannelError | None = None
+        # One package at a time, each downloaded and repacked once: (channel, subdir, file name) -> its copy.
+        self._packages = threading.Lock()
+        self._copied: dict[tuple[int, str, str], Repacked] = {}
+        self.failure: FeedstockError | None = None
         self.origin = ""  # http://127.0.0.1:PORT, once serving
         # The path every URL of the relay begins with: a secret of this run's, so another user of the machine,
         # who can connect to 127.0.0.1 too, cannot read a private channel through the relay's credentials.
@@ -204,7 +227,7 @@ class Relay:
             'non-proxy-hosts = ["127.0.0.1"]\n'
         )
 
-    def fail(self, error: ChannelError) -> None:
+    def fail(self, error: FeedstockError) -> None:
         """Keep ``error`` as the relay's failure, unless one came first."""
         with self._lock:
             self.failure = self.failure or error
@@ -226,6 +249,30 @@ class Relay:
     def upstream(self, url: str) -> str:
         """Where a package the solve took (its loopback URL) comes from: its upstream URL (no secret in it), or a
         local channel's ``file://`` URL. A URL that is not one the relay served is refused."""
+        number, subdir, name = self._solved(url)
+        with self._lock:
+            return self._subdirs[(number, subdir)].packages_base + quote(name)
+
+    def source(self, url: str) -> str:
+        """Where a package the solve took (its loopback URL) comes from, as a message shows it: its upstream URL
+        without secrets, or the file in a local channel's folder."""
+        upstream = self.upstream(url)
+        return unquote(urlsplit(upstream).path) if upstream.startswith("file:") else shown_url(upstream)
+
+    def copy(self, url: str) -> Repacked:
+        """The toolkit's copy of a package the solve took (its loopback URL), as the relay serves it: the one it
+        made when the engine fetched it, else made now (downloaded with the credentials of its origin, checked
+        against the index's sha256 and size, repacked). Raise the refusal, one line, kept as the relay's
+        failure too; a URL that is not one the relay served is refused."""
+        number, subdir, name = self._solved(url)
+        try:
+            return self._copy(number, subdir, name)
+        except _Refused as exc:
+            self.fail(exc.error)
+            raise exc.error from None
+
+    def _solved(self, url: str) -> tuple[int, str, str]:
+        """The channel number, subdir and file name of a package the solve took (its loopback URL)."""
         number = self._number(url)
         parts = [unquote(part) for part in url[len(self.base) :].strip("/").split("/")]
         if number is None or len(parts) != 3:
@@ -236,7 +283,7 @@ class Relay:
             raise ChannelError(
                 f"the solve took {shown_url(url)}, which its channel's index does not list", fix=_FIX
             )
-        return subdir.packages_base + quote(parts[2])
+        return number, parts[1], parts[2]
 
     def _number(self, url: str) -> int | None:
         if not self.origin or not url.startswith(f"{self.base}/"):
@@ -267,7 +314,7 @@ class Relay:
             if (shard := _SHARD.fullmatch(name)) and channel.folder is None:
                 return self._shard(number, channel, subdir, shard.group(1))
             if _PACKAGE.fullmatch(name):
-                return self._package(number, channel, subdir, name)
+                return self._package(number, subdir, name)
         except _Refused as exc:
             self.fail(exc.error)
             raise
@@ -345,6 +392,7 @@ class Relay:
                         sha256 if isinstance(sha256, str) else None,
                         size if isinstance(size, int) else None,
                     )
+                    self._served(record)
         with self._lock:
             self._subdirs[(number, subdir)] = _Subdir(packages_base=packages_base, records=records)
         return _json_bytes(document)
@@ -391,9 +439,26 @@ class Relay:
                         sha256.hex() if isinstance(sha256, bytes) else None,
                         size if isinstance(size, int) else None,
                     )
+                    self._served(record)
         with self._lock:
             known.records.update(records)
-        return data
+        if self._copies is None:
+            return data
+        # Served under its name, its bytes no longer that sha256: rattler reads a shard by the name the index
+        # gives it and does not hash it (the relay did, above).
+        msgpack = require("msgpack", "msgpack")
+        out = io.BytesIO()
+        with zstd_writer(out, 3) as writer:
+            writer.write(msgpack.packb(shard, use_bin_type=True))
+        return out.getvalue()
+
+    def _served(self, record: dict[Any, Any]) -> None:
+        """Leave out of ``record`` (a package's, as served) what describes the original's bytes, when the relay
+        serves the toolkit's copies: the copy's differ, and the engine would refuse them for the original's
+        sha256, md5 or size."""
+        if self._copies is not None:
+            for key in DIGESTS:
+                record.pop(key, None)
 
     def _unpacked(self, channel: _Channel, data: bytes, what: str) -> dict[Any, Any]:
         """A zstd-compressed msgpack map, decompressed within :data:`MAX_SHARD_BYTES` and nesting bounds."""
@@ -411,28 +476,53 @@ class Relay:
             raise self._refused(channel, f"its {what} is not a map nested at most {MAX_DEPTH} deep")
         return document
 
-    def _package(self, number: int, channel: _Channel, subdir: str, name: str) -> Path:
+    def _package(self, number: int, subdir: str, name: str) -> Path:
+        """The toolkit's copy of a package the index lists, never the original: a relay without a cache of
+        copies (``channel install``'s, whose solve reads indexes only) serves no package."""
         with self._lock:
             known = self._subdirs.get((number, subdir))
-        if known is None or name not in known.records:
+        if self._copies is None or known is None or name not in known.records:
             raise _Missing
-        sha256, size = known.records[name]
-        source = known.packages_base + quote(name)
-        if channel.folder is not None:
-            path = Path(unquote(urlsplit(source).path))
-            if not path.is_file() or path.is_symlink():
-                raise _Missing
-            return path
-        with self._lock:
-            self._downloads += 1
-            target = self._scratch / "packages" / str(self._downloads) / name
-        try:
-            download(
-                source, target, sha256=sha256, size=size, authorize=self._authorize, timeouts=self._timeouts
-            )
-        except ChannelError as exc:
-            raise _Refused(exc) from None
-        return target
+        return self._copy(number, subdir, name).path
+
+    def _copy(self, number: int, subdir: str, name: str) -> Repacked:
+        """The copy of ``name`` (listed in the index of ``subdir``): the original downloaded (the index's size and
+        sha256 checked) or taken from a local channel's folder, read by the toolkit's reader and written by its
+        writer (:func:`.repack.repacked`, cached); a refusal is :class:`_Refused`."""
+        channel, key = self._channels[number], (number, subdir, name)
+        if self._copies is None:
+            raise _Refused(ChannelError(f"the relay of {shown_url(channel.given)} makes no copies", fix=_FIX))
+        with self._packages:
+            if key in self._copied:
+                return self._copied[key]
+            with self._lock:
+                known = self._subdirs[(number, subdir)]
+            sha256, size = known.records[name]
+            url = known.packages_base + quote(name)
+            try:
+                if channel.folder is not None:
+                    original, source = Path(unquote(urlsplit(url).path)), None
+                    if not original.is_file() or original.is_symlink():
+                        raise self._refused(channel, f"its index lists {name}, which {original.parent} lacks")
+                else:
+                    self._downloads += 1
+                    original, source = (
+                        self._scratch / "packages" / str(self._downloads) / name,
+                        shown_url(url),
+                    )
+                    download(
+                        url,
+                        original,
+                        sha256=sha256,
+                        size=size,
+                        authorize=self._authorize,
+                        timeouts=self._timeouts,
+                    )
+                copy = repacked(original, self._copies, file_name=name, source=source)
+            except FeedstockError as exc:
+                raise _Refused(exc) from None
+            self._copied[key] = copy
+            return copy
 
 
 def _json_bytes(document: object) -> bytes:
@@ -497,13 +587,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextmanager
 def serving(
-    channels: Sequence[str], *, authorize: Authorize, scratch: Path, timeouts: Timeouts = TIMEOUTS
+    channels: Sequence[str],
+    *,
+    authorize: Authorize,
+    scratch: Path,
+    timeouts: Timeouts = TIMEOUTS,
+    copies: Path | None = None,
 ) -> Iterator[Relay]:
     """Serve ``channels`` (as :func:`.credentials.split_credentials` leaves them: no secret; names, URLs,
     ``file://`` URLs and paths) on ``127.0.0.1`` while the block runs (:class:`Relay`); every upstream byte
     fetched with ``authorize``'s credentials for its origin, within ``timeouts``; packages downloaded into
-    ``scratch`` (the caller's, removed by the caller)."""
-    relay = Relay(channels, authorize=authorize, scratch=scratch, timeouts=timeouts)
+    ``scratch`` (the caller's, removed by the caller) and served as the toolkit's copies, cached in ``copies``
+    (None: no package is served, and the records keep their digests)."""
+    relay = Relay(channels, authorize=authorize, scratch=scratch, timeouts=timeouts, copies=copies)
     handler = type("RelayHandler", (_Handler,), {"relay": relay})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
