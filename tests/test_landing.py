@@ -28,7 +28,7 @@ from flagtree_feedstock.builder.normalise import BUILD_FOLDER, content_build_id
 from flagtree_feedstock.builder.package_finish import canonical_prefix
 from flagtree_feedstock.builder.reproducible import land_new_packages
 from flagtree_feedstock.builder.sbom import sbom_path
-from flagtree_feedstock.channel.folder import package_stem
+from flagtree_feedstock.channel.package_check import package_stem
 from flagtree_feedstock.errors import BuildFailedError
 
 EPOCH = 1_700_000_000

@@ -25,7 +25,7 @@ What it serves, for ``/KEY/<n>/<subdir>/<file>`` (``subdir`` a conda subdir):
   when rattler asks for it (so a solve still fetches only the shards it needs), and served only when its bytes
   have the sha256 its name says. A local channel answers 404 (rattler reads a local one's ``repodata.json``).
 - a package file the index lists: downloaded from upstream into the scratch folder (the index's size and
-  sha256 checked, :func:`.remote_packages.download`) and served from there; a local channel's from its folder.
+  sha256 checked, :func:`.download.download`) and served from there; a local channel's from its folder.
 - anything else, ``repodata.json.zst``/``.bz2``/``.jlap`` and ``run_exports.json`` included: 404. Rattler then
   takes plain ``repodata.json`` (compression would save nothing on loopback, and one form is one reading to
   check), and reads run exports from the packages, which pass the checks above.
@@ -73,7 +73,7 @@ from flagtree_feedstock._http import HttpError, Origin, Timeouts, open_request, 
 from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ChannelError
 
-from .remote_packages import Authorize, download
+from .download import Authorize, download
 
 LOGGER = logging.getLogger(__name__)
 # Each request to a channel: 30 s to connect, 60 s for each wait on it, 10 minutes for the whole answer
