@@ -55,6 +55,7 @@ def _linked(link: Path) -> ChannelError:
 
 
 def build_into(folder: Path) -> str:
+    """The fix for a channel folder with no packages yet: build into it."""
     return f"build into it first: flagtree-feedstock build --output-dir {shell_word(folder)}"
 
 
