@@ -346,7 +346,7 @@ def build_rehearsal_channel(channel: Path, work: Path, cc: str, gcc_major: int) 
         (channel / here).mkdir(exist_ok=True)
         for package in (extra / here).glob("*.conda"):
             shutil.move(package, channel / here / package.name)
-        from flagtree_feedstock.channel.folder import index_channel  # noqa: PLC0415
+        from flagtree_feedstock.channel.index import index_channel  # noqa: PLC0415
 
         index_channel(channel)
     return channel
@@ -382,7 +382,7 @@ def build_stub_channel(
     for package in (work / "out").glob("*/*.conda"):
         (channel / package.parent.name).mkdir(exist_ok=True)
         shutil.move(package, channel / package.parent.name / package.name)
-    from flagtree_feedstock.channel.folder import index_channel  # noqa: PLC0415
+    from flagtree_feedstock.channel.index import index_channel  # noqa: PLC0415
 
     index_channel(channel)
     return channel

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from _toy import build_args, make_empty_channel, native_args
-from flagtree_feedstock.channel import folder as channel_folder
+from flagtree_feedstock.channel import install as channel_install
 from flagtree_feedstock.cli import main
 
 
@@ -97,8 +97,8 @@ def test_smoke_install_without_prefix_cleans_up(
         installed_into.append(prefix)
         return result
 
-    real = channel_folder.smoke_install
-    monkeypatch.setattr(channel_folder, "smoke_install", recording)
+    real = channel_install.smoke_install
+    monkeypatch.setattr(channel_install, "smoke_install", recording)
     assert main(["channel", "install", str(toy_channel), "toy-py", "--target-platform", "linux-64"]) == 0
     assert "py313h" in capsys.readouterr().out  # the newest python variant wins
     (prefix,) = installed_into

@@ -22,7 +22,7 @@ import rattler_build
 from rattler.index import index_fs
 
 from _toy import RECIPES, build_args, error_line, make_empty_channel, native_args
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.cli import main
 
 LINK = "toy-link"

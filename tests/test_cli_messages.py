@@ -84,11 +84,14 @@ def _module_commands(path: Path) -> list[str]:
         "channel/server_files.py": ["flagtree-feedstock upload"],
         "channel/trusted_publishing.py": ["flagtree-feedstock upload"],
         "channel/attestations.py": ["flagtree-feedstock upload"],
-        "channel/folder.py": [
-            "flagtree-feedstock build",
-            "flagtree-feedstock channel index",
-            "flagtree-feedstock channel install",
-        ],
+        **{
+            f"channel/{name}.py": [
+                "flagtree-feedstock build",
+                "flagtree-feedstock channel index",
+                "flagtree-feedstock channel install",
+            ]
+            for name in ("package_check", "folder", "index", "install")
+        },
         "platforms.py": ["flagtree-feedstock build", "flagtree-feedstock channel install"],
         "cli.py": FEEDSTOCK,
         "commands/_arguments.py": ["flagtree-feedstock build", "flagtree-feedstock channel install"],

@@ -16,7 +16,7 @@ import pytest
 import rattler_build
 
 from _toy import RECIPES, build_args, error_line, make_empty_channel, native_args
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.cli import main
 
 

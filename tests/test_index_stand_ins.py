@@ -21,9 +21,9 @@ from rattler.index import index_fs
 from _peak_memory import console_script
 from flagtree_feedstock._archive import PackageMember
 from flagtree_feedstock._archive.package_write import write_package
-from flagtree_feedstock.channel import folder as channel_folder
+from flagtree_feedstock.channel import index as channel_index
 from flagtree_feedstock.channel import index_stand_ins
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.errors import ChannelError
 
 _INDEXED = re.compile(rb'"indexed_timestamp":(\d+)')
@@ -190,7 +190,7 @@ def test_a_signal_while_stand_ins_are_written_leaves_nothing(
         written.append(package)
         return index_stand_ins.stand_in_for(package, scratch)
 
-    monkeypatch.setattr(channel_folder, "stand_in_for", stand_in_for)
+    monkeypatch.setattr(channel_index, "stand_in_for", stand_in_for)
     with pytest.raises(KeyboardInterrupt):
         index_channel(ours)
     assert not list((tmp_path / "tmp").iterdir())
@@ -214,7 +214,7 @@ def test_a_subdir_the_toolkit_cannot_put_right_leaves_the_whole_index_as_it_was(
         keyed = b'"epsilon-1.0-h0_0.conda":{'
         return real(repodata.replace(keyed, b'"0":{"fn":"epsilon-1.0-h0_0.conda",'), stand_ins, where)
 
-    monkeypatch.setattr(channel_folder, "with_package_digests", elsewhere)
+    monkeypatch.setattr(channel_index, "with_package_digests", elsewhere)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     with pytest.raises(ChannelError, match=r"noarch/epsilon-1.0-h0_0.conda where the toolkit does not look"):

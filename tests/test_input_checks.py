@@ -16,7 +16,7 @@ import pytest
 from _stub_channel import write_package
 from _tools import as_a_user
 from _toy import RECIPES, build_args, error_line, leftovers, native_args
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.cli import main
 
 TOY = RECIPES / "toy-multi"

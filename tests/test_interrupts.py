@@ -654,7 +654,7 @@ def test_channel_index_goes_on_only_once_py_rattlers_workers_are_idle(
     index_channel removes the indexer's scratch folder, the last step before a held signal is delivered, every
     other thread sleeps: ten indexes in a row, each of their two indexer runs (the stand-ins', the channel's)
     looked at right then."""
-    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+    from flagtree_feedstock.channel import index  # noqa: PLC0415
 
     seen: list[list[str]] = []
     remove = shutil.rmtree
@@ -664,13 +664,13 @@ def test_channel_index_goes_on_only_once_py_rattlers_workers_are_idle(
             seen.append(_running_threads())
         remove(path, *args, **kwargs)
 
-    monkeypatch.setattr(folder.shutil, "rmtree", looked_at)
+    monkeypatch.setattr(index.shutil, "rmtree", looked_at)
     channel = tmp_path / "channel"
     (channel / "linux-64").mkdir(parents=True)
     (package,) = (toy_channel / "linux-64").glob("*.conda")
     os.link(package, channel / "linux-64" / package.name)
     for _ in range(10):
-        folder.index_channel(channel, check=False)
+        index.index_channel(channel, check=False)
     assert seen == [[]] * 20
 
 
@@ -681,18 +681,17 @@ def test_channel_install_returns_only_once_py_rattlers_workers_are_idle(
     each of ten installs in a row, without the wait); `channel install` ends right after, and the interpreter
     torn down under such a thread can crash (a SIGSEGV once, in test_channel_credentials' second install). As
     smoke_install returns, every other thread sleeps: ten installs, each looked at right then."""
-    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+    from flagtree_feedstock.channel.index import index_channel  # noqa: PLC0415
+    from flagtree_feedstock.channel.install import smoke_install  # noqa: PLC0415
 
     channel = tmp_path / "channel"
     (channel / "linux-64").mkdir(parents=True)
     (package,) = (toy_channel / "linux-64").glob("*.conda")
     os.link(package, channel / "linux-64" / package.name)
-    folder.index_channel(channel, check=False)
+    index_channel(channel, check=False)
     seen = []
     for attempt in range(10):
-        folder.smoke_install(
-            channel, ["toy-quick"], prefix=tmp_path / f"prefix-{attempt}", platform="linux-64"
-        )
+        smoke_install(channel, ["toy-quick"], prefix=tmp_path / f"prefix-{attempt}", platform="linux-64")
         seen.append(_running_threads())
     assert seen == [[]] * 10
 
@@ -709,7 +708,8 @@ def test_a_thread_still_working_when_py_rattler_returns_is_waited_for(
     returns or raises, as those workers do, and the step returns, or raises its one-line error, only once it
     is done (a failed solve then the exit crashed in 65 of 100 commands when only a success was waited for:
     test_exit_statuses.py)."""
-    from flagtree_feedstock.channel import folder  # noqa: PLC0415
+    from flagtree_feedstock.channel.index import index_channel  # noqa: PLC0415
+    from flagtree_feedstock.channel.install import smoke_install  # noqa: PLC0415
 
     channel = tmp_path / "channel"
     (channel / "linux-64").mkdir(parents=True)
@@ -718,7 +718,7 @@ def test_a_thread_still_working_when_py_rattler_returns_is_waited_for(
     if step == "channel index fails":  # py-rattler's indexer cannot read an index that is a folder
         (channel / "linux-64" / "repodata.json").mkdir()
     elif step != "channel index":
-        folder.index_channel(channel, check=False)
+        index_channel(channel, check=False)
     if step == "the install fails":  # py-rattler's installer cannot make its package cache in a file
         (tmp_path / "a-file").touch()
         monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "a-file"))
@@ -740,7 +740,7 @@ def test_a_thread_still_working_when_py_rattler_returns_is_waited_for(
                     pass
                 working.clear()
 
-    monkeypatch.setattr(folder.asyncio, "run", returned)
+    monkeypatch.setattr(asyncio, "run", returned)
     worker = threading.Thread(target=late_worker)
     worker.start()
     try:
@@ -750,10 +750,10 @@ def test_a_thread_still_working_when_py_rattler_returns_is_waited_for(
             else pytest.raises(FeedstockError, match=FAILURES.get(step, "^$"))
         ):
             if step.startswith("channel index"):
-                folder.index_channel(channel, check=False)
+                index_channel(channel, check=False)
             else:
                 spec = "nosuch" if step == "the solve fails" else "toy-quick"
-                folder.smoke_install(channel, [spec], prefix=tmp_path / "prefix", platform="linux-64")
+                smoke_install(channel, [spec], prefix=tmp_path / "prefix", platform="linux-64")
         assert not working.is_set(), f"{step}: returned while a thread still worked"
     finally:
         stop.set()

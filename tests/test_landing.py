@@ -28,7 +28,7 @@ from flagtree_feedstock.builder.landing.new_packages import land_new_packages
 from flagtree_feedstock.builder.landing.one_pass import land_package
 from flagtree_feedstock.builder.landing.payload_rewrite import BUILD_FOLDER, content_build_id
 from flagtree_feedstock.builder.landing.sbom import sbom_path
-from flagtree_feedstock.channel.folder import package_stem
+from flagtree_feedstock.channel.package_check import package_stem
 from flagtree_feedstock.errors import BuildFailedError
 
 EPOCH = 1_700_000_000

@@ -24,7 +24,8 @@ from _toy import build_args, make_empty_channel, native_args
 from flagtree_feedstock.builder.landing import new_packages
 from flagtree_feedstock.builder.landing.local_paths import local_folders, scrub_text
 from flagtree_feedstock.builder.landing.one_pass import land_package
-from flagtree_feedstock.channel.folder import index_channel, smoke_install
+from flagtree_feedstock.channel.index import index_channel
+from flagtree_feedstock.channel.install import smoke_install
 from flagtree_feedstock.cli import main
 
 RECORDS = ("info/about.json", "info/recipe/rendered_recipe.yaml")

@@ -25,7 +25,7 @@ from _peak_memory import Measured
 from _stub_channel import write_package
 from _toy import RECIPES, build_args, make_empty_channel, native_args
 from flagtree_feedstock import _own_files
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[1]

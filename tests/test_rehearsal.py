@@ -38,7 +38,8 @@ from _rehearsal_sources import (
     synthesize_flagtree,
 )
 from _tools import aarch64_gcc, require_executable, upstream_source
-from flagtree_feedstock.channel.folder import index_channel, smoke_install
+from flagtree_feedstock.channel.index import index_channel
+from flagtree_feedstock.channel.install import smoke_install
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import FeedstockError
 from test_patches import apply_series, series_patches
@@ -550,7 +551,7 @@ def test_flagtree_cpu_against_the_archive_needs_its_glibc_installs_and_activates
     glibc 2.36 one (Debian 12's), where it activates as the from-source package does."""
     import json  # noqa: PLC0415
 
-    from flagtree_feedstock.channel import folder as channel_folder  # noqa: PLC0415
+    from flagtree_feedstock.channel import install as channel_install  # noqa: PLC0415
     from flagtree_feedstock.errors import DependencyError  # noqa: PLC0415
 
     cpu = archive_rehearsal.built["flagtree-cpu"]
@@ -572,9 +573,10 @@ def test_flagtree_cpu_against_the_archive_needs_its_glibc_installs_and_activates
     with pytest.raises(DependencyError, match="cannot solve flagtree-cpu"):
         install(tmp_path / "glibc-2.17")
     machine = [
-        (n, "2.36" if n == "__glibc" else v, b) for n, v, b in channel_folder._TARGET_VIRTUAL_PACKAGES[TARGET]
+        (n, "2.36" if n == "__glibc" else v, b)
+        for n, v, b in channel_install._TARGET_VIRTUAL_PACKAGES[TARGET]
     ]
-    monkeypatch.setitem(channel_folder._TARGET_VIRTUAL_PACKAGES, TARGET, tuple(machine))
+    monkeypatch.setitem(channel_install._TARGET_VIRTUAL_PACKAGES, TARGET, tuple(machine))
     installed = install(tmp_path / "env")
     assert {"flagtree-cpu", "flagtree-doctor", "python"} <= {p.name for p in installed}  # type: ignore[attr-defined]
     _check_activation(tmp_path / "env")

@@ -36,7 +36,7 @@ from _rehearsal_fixtures import variant_value
 from _rehearsal_sources import ROOT, Sources
 from _tools import aarch64_gcc, require_executable
 from flagtree_feedstock import llvm_archive
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.errors import FeedstockError
 from flagtree_feedstock.recipe.render import render
 

@@ -34,7 +34,7 @@ from _tools import require_executable
 from _toy import build_toy_multi
 from flagtree_feedstock._http import redact
 from flagtree_feedstock.channel import upload_api
-from flagtree_feedstock.channel.folder import DamagedPackage, read_info
+from flagtree_feedstock.channel.package_check import DamagedPackage, read_info
 from flagtree_feedstock.channel.package_info import package_info
 from flagtree_feedstock.cli import main
 from flagtree_feedstock.errors import ChannelError

@@ -3,9 +3,9 @@
 The package in layers, each importing only the layers below it (``tests/test_layers.py`` checks this):
 
 1. the top-level helpers: ``errors`` (one root, an exit status per class), ``platforms``, ``_digest`` (a
-   file's digest), ``_engine`` (the optional engines), ``_http`` (the one HTTP client), ``_interrupts``,
-   ``_locks`` (a channel folder's lock), ``_own_files`` (the one reader of the repository's and the user's files),
-   ``_paths``, ``_processes``, ``_progress``, ``_subprocess``;
+   file's digest), ``_engine`` (the optional engines, and the wait for py-rattler's workers), ``_http`` (the one
+   HTTP client), ``_interrupts``, ``_locks`` (a channel folder's lock), ``_own_files`` (the one reader of the
+   repository's and the user's files), ``_paths``, ``_processes``, ``_progress``, ``_subprocess``;
    above them :mod:`._archive`, the archive layer (every zip, tar and compressed stream read or written);
 2. :mod:`.recipe` (variants, render, sources, pins) and :mod:`.channel` (channel folders, upload);
 3. :mod:`.bump` and :mod:`.llvm_archive` (both may use ``recipe``), then :mod:`.builder` (the main job; it

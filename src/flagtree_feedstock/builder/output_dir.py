@@ -43,7 +43,9 @@ from typing import TYPE_CHECKING
 from flagtree_feedstock._interrupts import deferred_interrupts
 from flagtree_feedstock._locks import FolderLock, folder_lock
 from flagtree_feedstock._paths import OWNER, check_folder, owner, owner_gone, probe_writable
-from flagtree_feedstock.channel.folder import PACKAGE_SUFFIXES, index_channel, package_files, package_stem
+from flagtree_feedstock.channel.folder import package_files
+from flagtree_feedstock.channel.index import index_channel
+from flagtree_feedstock.channel.package_check import PACKAGE_SUFFIXES, package_stem
 from flagtree_feedstock.channel.package_reader import DamagedPackage
 from flagtree_feedstock.errors import BuildFailedError, ConfigurationError, FolderBusyError
 

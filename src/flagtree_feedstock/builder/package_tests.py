@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from flagtree_feedstock._engine import require
+from flagtree_feedstock._engine import require, settled
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.folder import _settled, index_channel, read_info
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
+from flagtree_feedstock.channel.package_check import read_info
 from flagtree_feedstock.channel.repack import repacked
 from flagtree_feedstock.errors import BuildFailedError, DependencyError, FeedstockError
 from flagtree_feedstock.platforms import host_platform
@@ -235,7 +236,7 @@ def _solver(relay: Relay, cache: Path) -> Iterator[Any]:
         shown = [relay.shown(c) for c in channels]
         try:
             return list(
-                _settled(
+                settled(
                     rattler.solve(
                         [rattler.Channel(c) for c in channels],
                         [rattler.MatchSpec(s, strict=False) for s in specs],

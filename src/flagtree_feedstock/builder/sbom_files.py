@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from flagtree_feedstock.channel.folder import INDEX, PACKAGE_SUFFIXES
+from flagtree_feedstock.channel.package_check import INDEX, PACKAGE_SUFFIXES
 from flagtree_feedstock.channel.package_reader import PATHS, DamagedPackage, load_json, read_package
 from flagtree_feedstock.errors import ConfigurationError
 from flagtree_feedstock.recipe.pins import write_atomically

@@ -40,7 +40,7 @@ from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._locks import FolderLock
 from flagtree_feedstock._urls import shown_text, shown_url
-from flagtree_feedstock.channel.folder import index_channel
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.channel.index_relay import Relay
 from flagtree_feedstock.channel.link_scripts import LinkScriptPolicy
 from flagtree_feedstock.channel.repack import repacked

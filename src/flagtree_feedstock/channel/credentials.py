@@ -8,7 +8,7 @@ in each built package and each installed package's ``conda-meta`` record. So no 
 engine at all: every solve reads the channels through the toolkit's server on loopback
 (:mod:`.index_relay`), which fetches each byte with the toolkit's client and the credential of its origin
 (:meth:`EngineChannels.authorize`), and the packages are downloaded the same way
-(:mod:`.remote_packages`). Nothing secret is written to a file, so nothing is left when a command is killed.
+(:mod:`.download`). Nothing secret is written to a file, so nothing is left when a command is killed.
 A ``RATTLER_AUTH_FILE`` of your own is read (:func:`with_own_credentials`) for the hosts of the channels you
 name (for a host both name, the channel's credentials win); the engine never gets it.
 

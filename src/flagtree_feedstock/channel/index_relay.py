@@ -25,7 +25,7 @@ What it serves, for ``/KEY/<n>/<subdir>/<file>`` (``subdir`` a conda subdir):
   when rattler asks for it (so a solve still fetches only the shards it needs), and served only when its bytes
   have the sha256 its name says. A local channel answers 404 (rattler reads a local one's ``repodata.json``).
 - a package file the index lists, never the original: downloaded from upstream once into the scratch folder
-  (the index's size and sha256 checked, :func:`.remote_packages.download`), or a local channel's file, then
+  (the index's size and sha256 checked, :func:`.download.download`), or a local channel's file, then
   the toolkit's copy of it (:func:`.repack.repacked`: read by our reader, written by our writer, cached in
   ``copies``) is served. A copy's bytes are not the original's, so the records served (in ``repodata.json``
   and in each shard, re-encoded under the name the index gives it: rattler does not hash a shard) carry none
@@ -82,7 +82,7 @@ from flagtree_feedstock._http import HttpError, Origin, Timeouts, open_request, 
 from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ChannelError, FeedstockError
 
-from .remote_packages import Authorize, download
+from .download import Authorize, download
 from .repack import Repacked, repacked
 
 LOGGER = logging.getLogger(__name__)

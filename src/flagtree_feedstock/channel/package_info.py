@@ -2,7 +2,7 @@
 
 They are read as rattler's upload, and anaconda-client before it, read them: from ``info/`` of a ``.tar.bz2``,
 or of a ``.conda`` file's ``info-<name>.tar.zst``, through the channel folder's one package reader
-(:func:`.folder.read_info`), which refuses a damaged or unsafe one, its JSON bounded in size and depth; it stops once it has them, since the upload has
+(:func:`.package_check.read_info`), which refuses a damaged or unsafe one, its JSON bounded in size and depth; it stops once it has them, since the upload has
 checked every package whole before (a package of LLVM is read once, not twice).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flagtree_feedstock.errors import ChannelError
 
-from .folder import INDEX, read_info
+from .package_check import INDEX, read_info
 from .package_reader import DamagedPackage, load_json
 
 ABOUT = "info/about.json"

@@ -9,7 +9,7 @@ read, and only those, with the toolkit's writer at :data:`LEVEL` into a new file
 each member's mode made normal (files 0644, or 0755 where any executable bit was set; folders 0755; symlinks
 their own: nothing setuid, setgid, sticky, group- or world-writable reaches a package cache or a prefix), reads
 that copy again with the same reader, whose members must be those written, one for one (else it is refused in
-one line), makes the copy's record from that reading, and checks that copy whole (:func:`.folder.check_package`: paths, links, ``info/``, entry points, named after
+one line), makes the copy's record from that reading, and checks that copy whole (:func:`.package_check.check_package`: paths, links, ``info/``, entry points, named after
 itself) before anyone uses it. The records handed to rattler point at the copy (its sha256, md5 and size).
 docs/security.md argues the choice against checking rattler's own extraction.
 
@@ -62,6 +62,7 @@ from flagtree_feedstock._paths import OWNER, owner, owner_gone
 from flagtree_feedstock.errors import ChannelError, FileAccessError
 
 from .link_scripts import activation_scripts, link_scripts
+from .package_check import check_package, refusals
 from .package_reader import LINK, load_json
 
 LOGGER = logging.getLogger(__name__)
@@ -264,8 +265,6 @@ def repacked(
     """The toolkit's own copy of the package at ``original`` (``file_name`` in its channel, its own name by
     default), from ``cache`` or written there now; raise :class:`flagtree_feedstock.errors.ChannelError`
     naming ``original`` (or ``source``, the URL it was downloaded from) when it is refused or damaged."""
-    from .folder import check_package  # noqa: PLC0415 - folder.py hands its packages here
-
     name = file_name or original.name
     if "/" in name or name.startswith("."):
         raise ChannelError(f"{name!r} ({original}) is not a package file name", fix="rename the package file")
@@ -367,8 +366,6 @@ def write_copy(original: Path, copy: Path, *, name: str, source: str | None) -> 
     those, into the new package ``copy``, at :data:`LEVEL`, each with its mode made normal
     (:func:`flagtree_feedstock._archive.tar_write.normal_mode`): the members as written. A refusal of the reader
     is one :class:`ChannelError` naming ``original`` (or ``source``)."""
-    from .folder import refusals  # noqa: PLC0415 - folder.py hands its packages here
-
     written: list[PackageMember] = []
     with (
         refusals(original, source),
@@ -396,8 +393,6 @@ def read_copy(
     ``info/index.json`` gives, and the paths it would put into a prefix (every member's, and ``bin/`` of each
     noarch python entry point), from which its record is made. Its members must be ``written``, the members as
     read from the original and written: else one :class:`ChannelError` naming ``shown_as`` (or ``source``)."""
-    from .folder import refusals  # noqa: PLC0415 - folder.py hands its packages here
-
     read: list[PackageMember] = []
     kept: dict[str, bytes] = {}
     with refusals(shown_as, source), open_package(copy, name) as package:

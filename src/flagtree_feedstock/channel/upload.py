@@ -23,7 +23,8 @@ from flagtree_feedstock._http import Credential, HttpError, Origin, Timeouts, re
 from flagtree_feedstock.errors import ChannelError, ConfigurationError, NothingToDoError
 
 from .attestations import read_attestations
-from .folder import check_package, package_files
+from .folder import package_files
+from .package_check import check_package
 from .server_files import AUTH_SCHEMES, Server, ServerFiles
 from .trusted_publishing import exchange_for_key, missing_credentials_error, oidc_request
 from .upload_api import Api, UploadFailed, upload_to_anaconda, upload_to_prefix
@@ -80,7 +81,7 @@ def parse_server(value: str) -> Server:
 
 def find_packages(channel_dir: Path) -> list[Path]:
     """Every package file in the subdirs of a channel folder, sorted (``repodata.json`` and the rest skipped),
-    each checked whole and named after itself (:func:`.folder.check_package`) before anything is sent."""
+    each checked whole and named after itself (:func:`.package_check.check_package`) before anything is sent."""
     if not channel_dir.is_dir():
         raise ConfigurationError(
             f"channel folder {channel_dir} does not exist",

@@ -61,7 +61,8 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace, env: Mapping[str, str], out: Console, err: Console) -> int:
     """Index the folder, or install the specs into a prefix and print what was installed."""
     from flagtree_feedstock._locks import folder_lock  # noqa: PLC0415 - loaded only when this command runs
-    from flagtree_feedstock.channel.folder import index_channel, smoke_install  # noqa: PLC0415 - loaded only when this command runs
+    from flagtree_feedstock.channel.index import index_channel  # noqa: PLC0415 - loaded only when this command runs
+    from flagtree_feedstock.channel.install import smoke_install  # noqa: PLC0415 - loaded only when this command runs
 
     if args.channel_command == "index":
         # A build may be writing into the folder: wait for it (a folder that is not there takes no lock file).

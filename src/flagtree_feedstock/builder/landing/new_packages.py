@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from flagtree_feedstock._archive import DamagedPackage
-from flagtree_feedstock.channel.folder import index_channel, package_files
+from flagtree_feedstock.channel.folder import package_files
+from flagtree_feedstock.channel.index import index_channel
 from flagtree_feedstock.errors import BuildFailedError
 
 from .local_paths import local_folders

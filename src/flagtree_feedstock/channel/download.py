@@ -1,29 +1,21 @@
-"""The packages a solve took, each installed from the toolkit's own copy; a remote one downloaded first.
+"""A remote channel's package downloaded by the toolkit itself, checked against the channel's index.
 
-py-rattler's installer installs what it downloads, unchecked, read its own way. So ``channel install`` hands it
-records pointing at copies the toolkit wrote (:func:`use_repacked_copies`, :mod:`.repack`): a local channel's
-package is repacked from its file; a remote channel's is first downloaded by the toolkit itself (its HTTP client,
-:mod:`flagtree_feedstock._http`, with the credentials of its origin) into a folder of the run's own, at most the
-size the channel's index gives (else :data:`MAX_PACKAGE_BYTES`), and checked against the index's sha256 and size
-(:func:`download`). The records carry the copy's ``file://`` URL, sha256, md5 and size: the installer never
-downloads again, and takes no other file of that name from its cache.
+The toolkit's HTTP client (:mod:`flagtree_feedstock._http`, with the credentials of the package's origin) writes
+it into a folder of the run's own, at most the size the channel's index gives (else :data:`MAX_PACKAGE_BYTES`),
+and checks it against the index's sha256 and size (:func:`download`). Its users: ``channel install``
+(:mod:`.install`), the relay's shards (:mod:`.index_relay`), a build's step copies and package tests.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from flagtree_feedstock._http import Credential, HttpError, Timeouts, open_request, status_text
 from flagtree_feedstock._urls import shown_url
 from flagtree_feedstock.errors import ChannelError
-
-from .link_scripts import LinkScriptPolicy
-from .repack import repacked
 
 LOGGER = logging.getLogger(__name__)
 # A package file larger than this is not downloaded when the channel's index gives no size. The largest
@@ -36,37 +28,6 @@ _SUFFIXES = (".conda", ".tar.bz2")
 # How a package's URL is asked for with its channel's credentials (credentials.EngineChannels.authorize): the
 # solve's URLs carry no secret, so they come from the channels as the user gave them, for their origin only.
 Authorize = Callable[[str], tuple[str, Credential | None]]
-
-
-def use_repacked_copies(
-    records: Sequence[Any],
-    folder: Path,
-    cache: Path,
-    *,
-    authorize: Authorize,
-    link_scripts: LinkScriptPolicy,
-) -> bool:
-    """Point every record (py-rattler's ``RepoDataRecord``) at the toolkit's own copy of its package
-    (:func:`.repack.repacked`, cached in ``cache``): a local channel's from its file, a remote channel's
-    downloaded into ``folder`` first with ``authorize``. Whether any of them runs link scripts, which
-    ``link_scripts`` allowed (one it does not allow is refused)."""
-    runs_scripts = False
-    for number, record in enumerate(records):
-        url = str(record.url)
-        if urlsplit(url).scheme == "file":
-            original, source = Path(unquote(urlsplit(url).path)), None
-        else:
-            original, source = folder / str(number) / str(record.file_name), shown_url(url)
-            expected = record.sha256.hex() if record.sha256 else None
-            download(url, original, sha256=expected, size=record.size, authorize=authorize)
-        copy = repacked(original, cache, file_name=str(record.file_name), source=source)
-        runs_scripts |= link_scripts.admit(copy.name, copy.link_scripts, where=source or str(original))
-        record.url = copy.path.as_uri()
-        # The installer's cache takes this copy, no other of its name, and checks it against these.
-        record.sha256 = bytes.fromhex(copy.sha256)
-        record.md5 = bytes.fromhex(copy.md5)
-        record.size = copy.size
-    return runs_scripts
 
 
 def download(
