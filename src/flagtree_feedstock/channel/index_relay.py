@@ -585,6 +585,10 @@ class _Handler(BaseHTTPRequestHandler):
         LOGGER.debug("relay: " + format, *args)
 
 
+# How often the relay's loop looks for its shutdown, in seconds.
+_SHUTDOWN_POLL = 0.05
+
+
 @contextmanager
 def serving(
     channels: Sequence[str],
@@ -604,7 +608,11 @@ def serving(
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     relay.origin = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="index-relay", daemon=True)
+    # A short poll: the block's end waits for the server's loop to notice its shutdown (0.5 s by default), and a
+    # command's exit should not (nor hide a thread py-rattler left running: tests/test_interrupts.py).
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": _SHUTDOWN_POLL}, name="index-relay", daemon=True
+    )
     thread.start()
     try:
         yield relay
