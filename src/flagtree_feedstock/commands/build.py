@@ -140,7 +140,7 @@ def add_parser(sub: Subparsers) -> None:
         "--channel-timeout",
         metavar="SECONDS",
         help="the longest one request to a --channel may take, whole: connecting (at most 30 s of it), each wait "
-        "on the server (at most 60 s), its whole answer, as channel install --timeout [600]",
+        "on the server (at most 60 s), its whole answer; channel install's own deadline is the same [600]",
     )
     build_parser.add_argument("--no-test", action="store_true", help="do not run the package tests")
     build_parser.add_argument("--keep-build", action="store_true", help="keep a failed build's work folder")
