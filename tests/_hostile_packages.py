@@ -167,6 +167,23 @@ def sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
+def package_with_files(name: str, files: dict[str, bytes]) -> bytes:
+    """A well-formed ``.tar.bz2`` of the package ``name`` (``INDEX``'s version and build) holding ``files``, each
+    listed in its ``info/paths.json``: the toy dependency the border's tests serve (its files a link or an
+    activation script, and what the toy recipes copy)."""
+    listed = [
+        {"_path": path, "path_type": "hardlink", "sha256": sha256(content), "size_in_bytes": len(content)}
+        for path, content in files.items()
+    ]
+    parts: list[Part] = [
+        *member("info/index.json", json.dumps(INDEX | {"name": name}).encode()),
+        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
+    ]
+    for path, content in files.items():
+        parts += member(path, content)
+    return tar_bz2(parts)
+
+
 def empty_files(count: int, *, prefix: str = "lib/f", name_length: int = 0) -> Iterable[Part]:
     """``count`` empty files, each its own header, named ``<prefix><number>`` (padded to ``name_length``
     characters with a GNU long name where that is over 100); made from one template, fast."""

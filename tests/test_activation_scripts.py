@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, Part, channel_with, member, sha256, tar_bz2
+from _hostile_packages import channel_with, package_with_files
 from _rehearsal import build, copy_recipe, write_variants
 from _rehearsal_sources import Sources
 from _toy import RECIPES, build_args, error_line, native_args, run_toolkit
@@ -39,17 +39,7 @@ def _toy_dep(tmp_path: Path, planted: Path, script: str = SCRIPT) -> tuple[Path,
         script: f'printf "activated %s\\n" "$PKG_NAME" > "{planted}"\n'.encode(),
         "share/toy-dep.txt": b"dep\n",
     }
-    listed = [
-        {"_path": path, "path_type": "hardlink", "sha256": sha256(data), "size_in_bytes": len(data)}
-        for path, data in files.items()
-    ]
-    parts: list[Part] = [
-        *member("info/index.json", json.dumps(INDEX | {"name": "toy-dep"}).encode()),
-        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
-    ]
-    for path, data in files.items():
-        parts += member(path, data)
-    channel, package = channel_with(tmp_path, "toy-dep-1-0.tar.bz2", tar_bz2(parts))
+    channel, package = channel_with(tmp_path, "toy-dep-1-0.tar.bz2", package_with_files("toy-dep", files))
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
     return channel, package
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, Part, channel_with, member, sha256, tar_bz2
+from _hostile_packages import channel_with, package_with_files, sha256
 from _timing import seconds
 from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.builder import run, step_copies
@@ -42,17 +42,7 @@ def _dep(planted: Path) -> bytes:
     and toy-staging copy it), as tests/test_link_scripts.py's."""
     script = f'#!/bin/bash\nprintf "ran for %s\\n" "$PKG_NAME" > "{planted}"\n'.encode()
     files = {SCRIPT: script, "share/toy-dep.txt": b"dep\n"}
-    listed = [
-        {"_path": path, "path_type": "hardlink", "sha256": sha256(data), "size_in_bytes": len(data)}
-        for path, data in files.items()
-    ]
-    parts: list[Part] = [
-        *member("info/index.json", json.dumps(INDEX | {"name": "toy-dep"}).encode()),
-        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
-    ]
-    for path, data in files.items():
-        parts += member(path, data)
-    return tar_bz2(parts)
+    return package_with_files("toy-dep", files)
 
 
 @pytest.fixture

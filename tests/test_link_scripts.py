@@ -18,7 +18,18 @@ from pathlib import Path
 import pytest
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, STEM, Part, channel_with, conda, member, pax, sha256, tar_bz2
+from _hostile_packages import (
+    INDEX,
+    STEM,
+    Part,
+    channel_with,
+    conda,
+    member,
+    package_with_files,
+    pax,
+    sha256,
+    tar_bz2,
+)
 from _toy import build_args, error_line, native_args, run_toolkit
 from flagtree_feedstock.channel.link_scripts import link_scripts
 
@@ -28,17 +39,7 @@ def _with_script(name: str, script_path: str, planted: Path) -> bytes:
     ``share/<name>.txt`` too (toy-host copies toy-dep's)."""
     script = f'#!/bin/bash\nprintf "ran for %s\\n" "$PKG_NAME" > "{planted}"\n'.encode()
     files = {script_path: script, f"share/{name}.txt": b"dep\n"}
-    listed = [
-        {"_path": path, "path_type": "hardlink", "sha256": sha256(data), "size_in_bytes": len(data)}
-        for path, data in files.items()
-    ]
-    parts: list[Part] = [
-        *member("info/index.json", json.dumps(INDEX | {"name": name}).encode()),
-        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
-    ]
-    for path, data in files.items():
-        parts += member(path, data)
-    return tar_bz2(parts)
+    return package_with_files(name, files)
 
 
 def _refusal(where: Path, name: str, script: str) -> str:

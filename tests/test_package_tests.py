@@ -10,14 +10,13 @@ installed from anywhere, and the test fails naming it.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from rattler.index import index_fs
 
-from _hostile_packages import INDEX, Part, channel_with, member, sha256, tar_bz2
+from _hostile_packages import channel_with, package_with_files
 from _toy import build_args, error_line, make_empty_channel, run_toolkit
 from flagtree_feedstock.builder import package_tests
 from flagtree_feedstock.builder._worker import EngineCall, run_engine
@@ -30,17 +29,7 @@ def _toy_dep(tmp_path: Path, planted: Path) -> tuple[Path, Path]:
     """A local channel holding toy-dep (``share/toy-dep.txt``), whose post-link script writes ``planted``."""
     script = f'#!/bin/bash\nprintf "ran for %s\\n" "$PKG_NAME" > "{planted}"\n'.encode()
     files = {"bin/.toy-dep-post-link.sh": script, "share/toy-dep.txt": b"dep\n"}
-    listed = [
-        {"_path": path, "path_type": "hardlink", "sha256": sha256(data), "size_in_bytes": len(data)}
-        for path, data in files.items()
-    ]
-    parts: list[Part] = [
-        *member("info/index.json", json.dumps(INDEX | {"name": "toy-dep"}).encode()),
-        *member("info/paths.json", json.dumps({"paths_version": 1, "paths": listed}).encode()),
-    ]
-    for path, data in files.items():
-        parts += member(path, data)
-    channel, package = channel_with(tmp_path, "toy-dep-1-0.tar.bz2", tar_bz2(parts))
+    channel, package = channel_with(tmp_path, "toy-dep-1-0.tar.bz2", package_with_files("toy-dep", files))
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
     return channel, package
 
